@@ -1,0 +1,45 @@
+# Attention, step by step: the two commands are `make book` and `make test` (see README.md).
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
+VENV   ?= .venv
+PY     := $(VENV)/bin/python
+# The environment is rebuilt only when the lock file or the package metadata change.
+STAMP  := $(VENV)/.installed-$(shell cat requirements.lock pyproject.toml | sha1sum | cut -c1-12)
+
+.PHONY: setup book student test export check serve clean
+
+setup: $(STAMP)
+
+$(STAMP): requirements.lock pyproject.toml
+	@$(PYTHON) -c 'import sys; v = sys.version_info; sys.exit(0 if (3, 10) <= v[:2] <= (3, 12) else f"Python 3.10-3.12 needed (3.11 recommended), found {sys.version.split()[0]} at {sys.executable}")'
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -r requirements.lock
+	$(PY) -m pip install --quiet --no-deps --no-build-isolation -e .
+	@rm -f $(VENV)/.installed-*
+	@touch $@
+	@echo "Environment ready in $(VENV) ($$(du -sh $(VENV) | cut -f1))."
+
+## book: execute every notebook (profile from the hardware or $ATTN_PROFILE) and build _build/html
+book: setup
+	$(PY) tools/build.py book
+
+## student: the same book with the solutions of the exercises hidden, in _build/student/html
+student: setup
+	$(PY) tools/build.py book --student
+
+## test: unit tests, nbval on every notebook (smoke), strict book build, headless-browser check
+test: setup
+	$(PY) tools/run_tests.py
+
+## export: regenerate attn_tutorial/ from the notebooks' `#| export` cells
+export: setup
+	$(PY) -m attn_tutorial.export
+
+check: setup
+	$(PY) -m attn_tutorial.export --check
+
+serve:
+	$(PY) -m http.server --directory _build/html 8000
+
+clean:
+	rm -rf _build conf.py book/_static/mathjax

@@ -1,0 +1,192 @@
+# Hand-written course infrastructure (not generated from a notebook).
+"""Load the course's datasets through Hugging Face ``datasets``.
+
+Where the data comes from, in order:
+
+1. a **data directory** with local Parquet copies: the ``data_dir`` argument, else
+   ``$ATTN_DATA_DIR``, else ``data/`` at the repository root. Files are checked against the
+   SHA-256 sums below before use. Layout: ``<data_dir>/imdb/imdb_train.parquet`` and so on.
+2. the **Hugging Face hub** (e.g. ``stanfordnlp/imdb``), unless offline (``ATTN_OFFLINE=1``,
+   ``HF_DATASETS_OFFLINE=1`` or ``HF_HUB_OFFLINE=1``).
+
+When neither works, :class:`DataNotFoundError` says where it looked and how to provide the data.
+Every split has at least the columns ``text`` (str) and ``label`` (int).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from attn_tutorial.paths import cache_dir, repo_root
+
+DATA_DIR_ENV = "ATTN_DATA_DIR"
+
+
+@dataclass(frozen=True)
+class DatasetSpec:
+    """Where one dataset lives locally and on the hub."""
+
+    name: str
+    local_files: dict  # split -> path relative to the data directory
+    sha256: dict  # relative path -> expected SHA-256
+    hub_id: str | None
+    citation: str
+    note: str = ""
+
+
+DATASETS: dict[str, DatasetSpec] = {
+    "imdb": DatasetSpec(
+        name="imdb",
+        local_files={"train": "imdb/imdb_train.parquet", "test": "imdb/imdb_test.parquet"},
+        sha256={
+            "imdb/imdb_train.parquet": "483e280d393290bdcc5306b6a19c9d87be5e35695f116e07986b1a8d850a6ca3",
+            "imdb/imdb_test.parquet": "3e3636235b8bebfde8545789dbf8517e6d9de7b696f9ddb8e1bf5272409aae66",
+        },
+        hub_id="stanfordnlp/imdb",
+        citation="maas2011imdb",
+        note="Large Movie Review Dataset: 25,000 train / 25,000 test reviews, label 1 = positive.",
+    ),
+    "mr": DatasetSpec(
+        name="mr",
+        local_files={"train": "mr/rt_polarity.parquet"},
+        sha256={"mr/rt_polarity.parquet": "a0c3469023b6c7c3cee3688432d08a067849da486ce7008261dbe87dc700ffec"},
+        hub_id="cornell-movie-review-data/rotten_tomatoes",
+        citation="pang2005seeing",
+        note="Sentence polarity v1.0; the local copy has a `fold` column for 10-fold CV, "
+        "the hub copy has its own train/validation/test split instead.",
+    ),
+}
+
+
+class DataNotFoundError(FileNotFoundError):
+    """Neither a local copy nor the hub could provide a dataset."""
+
+
+class ChecksumError(ValueError):
+    """A local data file does not match its expected SHA-256."""
+
+
+_verified: dict[tuple, str] = {}
+
+
+def sha256_of(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def verify_checksum(path: Path, expected: str) -> None:
+    """Raise :class:`ChecksumError` unless ``path`` hashes to ``expected`` (memoised per file state)."""
+    stat = path.stat()
+    key = (str(path), stat.st_size, stat.st_mtime_ns)
+    if _verified.get(key) == expected:
+        return
+    actual = sha256_of(path)
+    if actual != expected:
+        raise ChecksumError(
+            f"{path} has SHA-256 {actual}, expected {expected}: the file is corrupt or a different "
+            "version. Replace it with the original copy (see the data README)."
+        )
+    _verified[key] = expected
+
+
+def resolve_data_dir(data_dir: str | os.PathLike | None = None) -> Path | None:
+    """The data directory to use: argument, else ``$ATTN_DATA_DIR``, else ``<repo>/data``, else None."""
+    if data_dir is not None:
+        path = Path(data_dir).expanduser()
+        if not path.is_dir():
+            raise DataNotFoundError(f"data directory {path} does not exist (passed as data_dir)")
+        return path
+    env = os.environ.get(DATA_DIR_ENV, "").strip()
+    if env:
+        path = Path(env).expanduser()
+        if not path.is_dir():
+            raise DataNotFoundError(f"data directory {path} does not exist (from ${DATA_DIR_ENV})")
+        return path
+    root = repo_root()
+    if root is not None and (root / "data").is_dir():
+        return root / "data"
+    return None
+
+
+def _offline() -> bool:
+    flags = ("ATTN_OFFLINE", "HF_DATASETS_OFFLINE", "HF_HUB_OFFLINE", "ATTN_NO_NETWORK")
+    return any(os.environ.get(f, "").strip().lower() in ("1", "true", "yes") for f in flags)
+
+
+def load_dataset(name: str, split: str | None = None, data_dir=None):
+    """Load dataset ``name`` (``"imdb"``, ``"mr"``) as a ``datasets.DatasetDict`` or one split.
+
+    Args:
+        name: key of :data:`DATASETS`.
+        split: ``"train"``/``"test"``/...; ``None`` returns every split.
+        data_dir: directory with local Parquet copies (overrides ``$ATTN_DATA_DIR``).
+    """
+    import datasets
+
+    if name not in DATASETS:
+        raise ValueError(f"unknown dataset {name!r}: expected one of {sorted(DATASETS)}")
+    spec = DATASETS[name]
+    if split is not None and split not in spec.local_files:
+        raise ValueError(f"dataset {name!r} has no split {split!r}: expected one of {sorted(spec.local_files)}")
+
+    looked = []
+    directory = resolve_data_dir(data_dir)
+    if directory is not None:
+        files = {s: directory / rel for s, rel in spec.local_files.items()}
+        missing = [str(p) for p in files.values() if not p.is_file()]
+        if not missing:
+            for rel in spec.local_files.values():
+                verify_checksum(directory / rel, spec.sha256[rel])
+            wanted = {split: str(files[split])} if split else {s: str(p) for s, p in files.items()}
+            loaded = datasets.load_dataset(
+                "parquet", data_files=wanted, cache_dir=str(cache_dir() / "hf_datasets")
+            )
+            return loaded[split] if split else loaded
+        looked.append(f"local copy: missing {', '.join(missing)}")
+    else:
+        looked.append(f"local copy: no data directory (argument, ${DATA_DIR_ENV} or <repo>/data)")
+
+    if spec.hub_id is None:
+        looked.append("hub: this dataset has no hub copy in the course's layout")
+    elif _offline():
+        looked.append(f"hub: {spec.hub_id} not tried, running offline (ATTN_OFFLINE/HF_*_OFFLINE/ATTN_NO_NETWORK)")
+    else:
+        try:
+            loaded = datasets.load_dataset(spec.hub_id, cache_dir=str(cache_dir() / "hf_datasets"))
+            return loaded[split] if split else loaded
+        except Exception as error:  # network, auth or hub errors all mean "not available here"
+            looked.append(f"hub: {spec.hub_id} failed ({type(error).__name__}: {str(error)[:200]})")
+
+    raise DataNotFoundError(
+        f"could not load dataset {name!r}. Looked at:\n  - " + "\n  - ".join(looked) + "\n"
+        f"Provide it by either setting {DATA_DIR_ENV} to a folder holding "
+        + ", ".join(spec.local_files.values())
+        + (f", or connecting to the internet so `datasets` can download {spec.hub_id}." if spec.hub_id else ".")
+    )
+
+
+def take_subset(dataset, size: int | None, seed: int = 0):
+    """A reproducible random subset of ``size`` rows (all rows, shuffled, when ``size`` is None)."""
+    shuffled = dataset.shuffle(seed=seed)
+    if size is None or size >= len(shuffled):
+        return shuffled
+    if size <= 0:
+        raise ValueError(f"subset size must be positive or None, got {size}")
+    return shuffled.select(range(size))
+
+
+def train_val_split(dataset, val_fraction: float, seed: int = 0):
+    """Carve a validation split out of a training split; the test split is never used for selection.
+
+    Returns ``(train, validation)``.
+    """
+    if not 0.0 < val_fraction < 1.0:
+        raise ValueError(f"val_fraction must be in (0, 1), got {val_fraction}")
+    parts = dataset.train_test_split(test_size=val_fraction, seed=seed)
+    return parts["train"], parts["test"]

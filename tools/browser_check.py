@@ -1,0 +1,187 @@
+"""Headless-browser check of a built book (hand-written infrastructure).
+
+Serves the site on 127.0.0.1, opens every page in Debian's Chromium through Playwright (no
+browser download) and reports, per page:
+  * any request that leaves the machine (the book must render offline; such requests are blocked),
+  * console errors and uncaught exceptions,
+  * images that did not load,
+  * math that MathJax did not typeset (raw TeX left on the page).
+
+    python tools/browser_check.py _build/html [--chromium /usr/bin/chromium]
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import http.server
+import os
+import shutil
+import sys
+import threading
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+CHROMIUM_ARGS = [
+    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+    "--disable-background-networking", "--disable-component-update", "--disable-sync",
+]
+
+# Resolves once MathJax (2 or 3) has finished every queued typesetting job, or at once if absent.
+MATH_READY_JS = """
+() => new Promise(resolve => {
+  const MJ = window.MathJax;
+  if (!MJ) { resolve('absent'); return; }
+  if (MJ.Hub && MJ.Hub.Queue) { MJ.Hub.Queue(() => resolve('v2')); return; }
+  if (MJ.startup && MJ.startup.promise) { MJ.startup.promise.then(() => resolve('v3')); return; }
+  resolve('unknown');
+})
+"""
+
+# Per math element: typeset output present? raw TeX visible?
+MATH_STATE_JS = """
+() => Array.from(document.querySelectorAll('.math.notranslate')).map(el => {
+  const text = el.innerText || '';
+  const rendered = !!el.querySelector('.MathJax, .MathJax_CHTML, .MathJax_SVG, .MathJax_Display, mjx-container, .MathJax_MathML');
+  const raw = /\\\\\\(|\\\\\\)|\\\\\\[|\\\\\\]|\\$\\$|\\\\(frac|sum|mathbf|operatorname|begin)/.test(text);
+  return {rendered, raw, text: text.slice(0, 80)};
+})
+"""
+
+IMAGES_JS = """
+() => Array.from(document.images).filter(img => !(img.complete && img.naturalWidth > 0)).map(img => img.src)
+"""
+
+
+@dataclass
+class PageReport:
+    page: str
+    external_requests: list = field(default_factory=list)
+    console_errors: list = field(default_factory=list)
+    broken_images: list = field(default_factory=list)
+    untypeset_math: list = field(default_factory=list)
+    math_count: int = 0
+    mathjax: str = ""
+
+    @property
+    def problems(self) -> list[str]:
+        out = []
+        if self.external_requests:
+            out.append(f"requests leaving the machine: {self.external_requests[:5]}")
+        if self.console_errors:
+            out.append(f"console errors: {self.console_errors[:5]}")
+        if self.broken_images:
+            out.append(f"images that did not load: {self.broken_images[:5]}")
+        if self.untypeset_math:
+            out.append(f"{len(self.untypeset_math)} of {self.math_count} equations not typeset "
+                       f"(MathJax: {self.mathjax}), e.g. {self.untypeset_math[:3]}")
+        return out
+
+
+def _benign(message: str) -> bool:
+    """Console messages that are not failures of the book.
+
+    * blocked external requests, already reported under ``external_requests``;
+    * pydata-sphinx-theme's note on a first visit, when no colour mode is stored yet.
+    """
+    return "ERR_FAILED" in message or message.startswith("Got invalid theme mode")
+
+
+def find_chromium() -> str:
+    for candidate in (os.environ.get("CHROMIUM"), shutil.which("chromium"), shutil.which("chromium-browser")):
+        if candidate and Path(candidate).exists():
+            return candidate
+    raise FileNotFoundError("Chromium not found: install Debian's `chromium` or set CHROMIUM=/path/to/chromium")
+
+
+@contextmanager
+def serve(directory: Path):
+    """Serve ``directory`` on an ephemeral loopback port; yield the base URL."""
+    handler = functools.partial(_QuietHandler, directory=str(directory))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+class _QuietHandler(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, *args):
+        pass
+
+
+def html_pages(site: Path) -> list[str]:
+    """Pages to check: every HTML page except Sphinx's generated index/search pages."""
+    skip = {"genindex.html", "search.html", "index.html"}
+    return sorted(p.relative_to(site).as_posix() for p in site.rglob("*.html")
+                  if p.name not in skip and "_static" not in p.parts and "_sources" not in p.parts)
+
+
+def check_site(site: str | Path, pages: list[str] | None = None, chromium: str | None = None,
+               timeout_ms: int = 30_000) -> list[PageReport]:
+    """Open each page of a built site in headless Chromium; return one report per page."""
+    from playwright.sync_api import sync_playwright
+
+    site = Path(site)
+    if not (site / "index.html").is_file():
+        raise FileNotFoundError(f"{site} is not a built site (no index.html)")
+    pages = pages if pages is not None else html_pages(site)
+    reports = []
+    with serve(site) as base, sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=chromium or find_chromium(), args=CHROMIUM_ARGS)
+        try:
+            context = browser.new_context()
+            for rel in pages:
+                report = PageReport(rel)
+                page = context.new_page()
+
+                def route(r, report=report):
+                    url = r.request.url
+                    if url.startswith(base) or url.startswith(("data:", "blob:", "about:")):
+                        r.continue_()
+                    else:
+                        report.external_requests.append(url)
+                        r.abort()
+
+                page.route("**/*", route)
+                page.on("console", lambda m, report=report: report.console_errors.append(m.text)
+                        if m.type == "error" else None)
+                page.on("pageerror", lambda e, report=report: report.console_errors.append(str(e)))
+                page.on("response", lambda r, report=report: report.console_errors.append(f"HTTP {r.status}: {r.url}")
+                        if r.status >= 400 else None)
+                page.goto(f"{base}/{rel}", wait_until="load", timeout=timeout_ms)
+                report.mathjax = page.evaluate(MATH_READY_JS)
+                states = page.evaluate(MATH_STATE_JS)
+                report.math_count = len(states)
+                report.untypeset_math = [s["text"] for s in states if s["raw"] or not s["rendered"]]
+                report.broken_images = page.evaluate(IMAGES_JS)
+                page.wait_for_timeout(300)  # late requests (fonts) after typesetting
+                report.console_errors = [e for e in report.console_errors if not _benign(e)]
+                reports.append(report)
+                page.close()
+        finally:
+            browser.close()
+    return reports
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("site", type=Path)
+    parser.add_argument("--chromium", default=None)
+    args = parser.parse_args(argv)
+    failures = 0
+    for report in check_site(args.site, chromium=args.chromium):
+        status = "ok  " if not report.problems else "FAIL"
+        print(f"{status} {report.page} ({report.math_count} equations)")
+        for problem in report.problems:
+            print(f"       {problem}")
+        failures += bool(report.problems)
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
