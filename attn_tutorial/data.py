@@ -4,13 +4,19 @@
 Where the data comes from, in order:
 
 1. a **data directory** with local Parquet copies: the ``data_dir`` argument, else
-   ``$ATTN_DATA_DIR``, else ``data/`` at the repository root. Files are checked against the
-   SHA-256 sums below before use. Layout: ``<data_dir>/imdb/imdb_train.parquet`` and so on.
+   ``$ATTN_DATA_DIR``, else ``data/`` at the repository root. Layout:
+   ``<data_dir>/imdb/imdb_train.parquet`` and so on. Each file is checked against its SHA-256
+   sum before use: from the directory's ``SHA256SUMS`` file when it lists the file, else from
+   the sums of the course's reference copies below.
 2. the **Hugging Face hub** (e.g. ``stanfordnlp/imdb``), unless offline (``ATTN_OFFLINE=1``,
    ``HF_DATASETS_OFFLINE=1`` or ``HF_HUB_OFFLINE=1``).
 
 When neither works, :class:`DataNotFoundError` says where it looked and how to provide the data.
 Every split has at least the columns ``text`` (str) and ``label`` (int).
+
+To make a local copy once, with internet (the test suite runs offline and needs one)::
+
+    python -m attn_tutorial.data fetch imdb --to data
 """
 
 from __future__ import annotations
@@ -35,6 +41,7 @@ class DatasetSpec:
     hub_id: str | None
     citation: str
     note: str = ""
+    fetchable: bool = False  # the hub copy has the same splits and columns as the local layout
 
 
 DATASETS: dict[str, DatasetSpec] = {
@@ -48,6 +55,7 @@ DATASETS: dict[str, DatasetSpec] = {
         hub_id="stanfordnlp/imdb",
         citation="maas2011imdb",
         note="Large Movie Review Dataset: 25,000 train / 25,000 test reviews, label 1 = positive.",
+        fetchable=True,
     ),
     "mr": DatasetSpec(
         name="mr",
@@ -93,6 +101,27 @@ def verify_checksum(path: Path, expected: str) -> None:
             "version. Replace it with the original copy (see the data README)."
         )
     _verified[key] = expected
+
+
+def read_sums(path: Path) -> dict[str, str]:
+    """Parse a ``sha256sum``-style file into {relative path: hex digest}."""
+    sums = {}
+    if path.is_file():
+        for line in path.read_text(encoding="utf-8").splitlines():
+            parts = line.strip().split(maxsplit=1)
+            if len(parts) == 2:
+                sums[parts[1].lstrip("*").removeprefix("./")] = parts[0].lower()
+    return sums
+
+
+def expected_sha256(directory: Path, relative: str, spec: DatasetSpec) -> str:
+    """The SHA-256 a local file must have: the directory's SHA256SUMS first, else the reference sum."""
+    listed = read_sums(directory / "SHA256SUMS").get(relative)
+    if listed:
+        return listed
+    if relative in spec.sha256:
+        return spec.sha256[relative]
+    raise ChecksumError(f"no SHA-256 known for {directory / relative}: list it in {directory / 'SHA256SUMS'}")
 
 
 def resolve_data_dir(data_dir: str | os.PathLike | None = None) -> Path | None:
@@ -142,7 +171,7 @@ def load_dataset(name: str, split: str | None = None, data_dir=None):
         missing = [str(p) for p in files.values() if not p.is_file()]
         if not missing:
             for rel in spec.local_files.values():
-                verify_checksum(directory / rel, spec.sha256[rel])
+                verify_checksum(directory / rel, expected_sha256(directory, rel, spec))
             wanted = {split: str(files[split])} if split else {s: str(p) for s, p in files.items()}
             loaded = datasets.load_dataset(
                 "parquet", data_files=wanted, cache_dir=str(cache_dir() / "hf_datasets")
@@ -190,3 +219,51 @@ def train_val_split(dataset, val_fraction: float, seed: int = 0):
         raise ValueError(f"val_fraction must be in (0, 1), got {val_fraction}")
     parts = dataset.train_test_split(test_size=val_fraction, seed=seed)
     return parts["train"], parts["test"]
+
+
+def fetch(name: str, target: str | os.PathLike) -> list[Path]:
+    """Download dataset ``name`` from the hub into ``target`` in the local layout; update SHA256SUMS."""
+    import datasets
+
+    spec = DATASETS.get(name)
+    if spec is None or not spec.fetchable:
+        fetchable = sorted(n for n, s in DATASETS.items() if s.fetchable)
+        raise ValueError(f"cannot fetch {name!r}: the datasets with a hub copy in the local layout are {fetchable}")
+    target = Path(target)
+    loaded = datasets.load_dataset(spec.hub_id)
+    written = []
+    sums = read_sums(target / "SHA256SUMS")
+    for split, rel in spec.local_files.items():
+        if split not in loaded:
+            raise DataNotFoundError(f"hub copy {spec.hub_id} has no split {split!r}")
+        path = target / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        loaded[split].to_parquet(str(path))
+        sums[rel] = sha256_of(path)
+        written.append(path)
+    lines = [f"{digest}  ./{rel}" for rel, digest in sorted(sums.items())]
+    (target / "SHA256SUMS").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return written
+
+
+def main(argv: list[str] | None = None) -> int:
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="python -m attn_tutorial.data", description="Course datasets.")
+    sub = parser.add_subparsers(dest="command", required=True)
+    get = sub.add_parser("fetch", help="download a dataset from the hub into a local data directory")
+    get.add_argument("name", choices=sorted(n for n, s in DATASETS.items() if s.fetchable))
+    get.add_argument("--to", default="data", help="data directory (default: ./data)")
+    sub.add_parser("where", help="show which data directory would be used")
+    args = parser.parse_args(argv)
+    if args.command == "where":
+        print(resolve_data_dir() or "no data directory: datasets come from the hub")
+        return 0
+    for path in fetch(args.name, args.to):
+        print(f"wrote {path}")
+    print(f"Use it with: export {DATA_DIR_ENV}={Path(args.to).resolve()}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

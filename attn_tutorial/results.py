@@ -55,7 +55,7 @@ class RunContext:
     device: object  # torch.device
     checkpoint: Path  # where the trained weights live; reused when present
     retrain: bool  # ignore an existing checkpoint
-    progress: bool  # show progress bars
+    progress: bool | None  # False hides progress bars; None leaves it to tqdm
 
 
 def experiment(name: str, description: str):
@@ -110,7 +110,7 @@ def run_experiment(
     *,
     device=None,
     retrain: bool | None = None,
-    progress: bool = True,
+    progress: bool | None = None,
 ) -> dict:
     """Run one seed of an experiment and return its full record (nothing is written)."""
     import torch
@@ -258,7 +258,7 @@ def main(argv: list[str] | None = None) -> int:
     seeds = args.seeds if args.seeds is not None else list(prof.seeds)
     runs = []
     for seed in seeds:
-        rec = run_experiment(args.name, prof, seed, retrain=args.retrain, progress=not args.no_progress)
+        rec = run_experiment(args.name, prof, seed, retrain=args.retrain, progress=False if args.no_progress else None)
         print(f"{args.name} [{rec['profile']}, {rec['device']}, seed {seed}]: {rec['metrics']}")
         runs.append(rec)
     command = f"python -m attn_tutorial.results run {args.name} --profile {prof.name} --seeds {' '.join(map(str, seeds))}"
@@ -268,4 +268,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    # Run main() from the imported module, not from __main__: experiments register themselves in
+    # attn_tutorial.results.EXPERIMENTS, which a second copy of this file would not see.
+    from attn_tutorial.results import main as _main
+
+    sys.exit(_main())

@@ -177,7 +177,7 @@ def fit(
     retrain: bool = False,
     num_classes: int = 2,
     max_grad_norm: float | None = 1.0,
-    progress: bool = True,
+    progress: bool | None = None,
 ) -> dict:
     """Train ``model`` and return its history; the model ends with its best validation weights.
 
@@ -189,6 +189,7 @@ def fit(
         monitor: "accuracy", "f1" (maximised) or "loss" (minimised).
         checkpoint: where the best weights are saved; a finished checkpoint there is loaded
             instead of training, unless ``retrain``.
+        progress: False hides the progress bar; None leaves it to tqdm (``TQDM_DISABLE=1`` hides it).
 
     Returns:
         ``{"epochs": [per-epoch dicts], "best_epoch", "best_value", "time_per_epoch_s",
@@ -213,7 +214,7 @@ def fit(
     for epoch in range(1, epochs + 1):
         model.train()
         start, running, seen = time.perf_counter(), 0.0, 0
-        bar = tqdm(train_loader, desc=f"epoch {epoch}/{epochs}", leave=False, disable=not progress)
+        bar = tqdm(train_loader, desc=f"epoch {epoch}/{epochs}", leave=False, **({"disable": True} if progress is False else {}))
         for batch in bar:
             batch = move_batch(batch, device)
             labels = batch.pop("labels")

@@ -81,6 +81,7 @@ def build_book(profile: str, out: Path, student: bool, strict: bool, jobs: str =
     env = dict(os.environ)
     env["ATTN_PROFILE"] = profile
     env["TQDM_DISABLE"] = "1"  # progress bars are noise on a static page
+    env["HF_DATASETS_DISABLE_PROGRESS_BARS"] = "1"
     env["ATTN_NB_CACHE"] = str(BUILD / ".jupyter_cache" / profile)
     env.setdefault("MPLBACKEND", "module://matplotlib_inline.backend_inline")
     variant = f"{out.relative_to(BUILD) if out.is_relative_to(BUILD) else out.name}".replace("/", "_")

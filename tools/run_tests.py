@@ -35,6 +35,7 @@ def env_offline() -> dict:
         "HF_DATASETS_OFFLINE": "1",
         "HF_HUB_OFFLINE": "1",
         "TQDM_DISABLE": "1",
+        "HF_DATASETS_DISABLE_PROGRESS_BARS": "1",
         "MPLBACKEND": "Agg",
         "PYTHONHASHSEED": "0",
     })
@@ -118,7 +119,7 @@ def main() -> int:
     chromium = ensure_chromium()
     env = env_offline()
     env["CHROMIUM"] = chromium
-    socket_guard = ["-p", "pytest_socket", "--allow-unix-socket", "--allow-hosts=127.0.0.1,::1,localhost"]
+    socket_guard = ["--allow-unix-socket", "--allow-hosts=127.0.0.1,::1,localhost"]
 
     run("export check", [PY, "-m", "attn_tutorial.export", "--check"], env)
     unit_xml = REPORTS / "unit.xml"

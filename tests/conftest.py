@@ -1,0 +1,46 @@
+"""Shared fixtures. The test command runs these with sockets blocked except loopback."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "browser: headless-browser checks of a built book (need ATTN_SITE)")
+
+
+@pytest.fixture(autouse=True)
+def _isolated_cache(tmp_path, monkeypatch):
+    """Each test gets its own cache and results folders: tests never touch .cache or book/results."""
+    monkeypatch.setenv("ATTN_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("ATTN_RESULTS_DIR", str(tmp_path / "results"))
+    monkeypatch.setenv("ATTN_PROFILE", "smoke")
+    monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+
+
+@pytest.fixture
+def data_dir() -> Path:
+    """The local data directory (CI: ../shared/data); tests needing real data skip without one."""
+    from attn_tutorial.data import resolve_data_dir
+
+    directory = resolve_data_dir()
+    if directory is None or not (directory / "imdb" / "imdb_test.parquet").is_file():
+        pytest.skip("no local data directory: set ATTN_DATA_DIR (see book/how_to_use.md)")
+    return directory
+
+
+@pytest.fixture
+def course_copy(tmp_path) -> Path:
+    """A scratch copy of the notebooks and the package, for export tests that edit files."""
+    root = tmp_path / "course"
+    shutil.copytree(ROOT / "notebooks", root / "notebooks")
+    shutil.copytree(ROOT / "attn_tutorial", root / "attn_tutorial", ignore=shutil.ignore_patterns("__pycache__"))
+    (root / "_toc.yml").write_text((ROOT / "_toc.yml").read_text())
+    return root

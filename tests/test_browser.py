@@ -1,0 +1,98 @@
+"""Headless-browser checks of a built book. Run by the test command after the strict builds:
+ATTN_SITE (and ATTN_STUDENT_SITE) point at the built HTML."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import ROOT
+
+sys.path.insert(0, str(ROOT / "tools"))
+import browser_check  # noqa: E402
+
+pytestmark = pytest.mark.browser
+
+
+def site(variable: str) -> Path:
+    value = os.environ.get(variable)
+    if not value:
+        pytest.skip(f"{variable} is not set (the test command sets it after building the book)")
+    path = Path(value)
+    assert (path / "index.html").is_file(), f"{path} holds no built book"
+    return path
+
+
+@pytest.fixture(scope="module")
+def reports():
+    return {r.page: r for r in browser_check.check_site(site("ATTN_SITE"))}
+
+
+def test_every_page_renders_offline_without_errors(reports):
+    assert "chapters/00_setup.html" in reports and "notebooks/00_setup.html" in reports
+    failures = {page: report.problems for page, report in reports.items() if report.problems}
+    assert not failures, failures
+
+
+def test_equations_are_typeset(reports):
+    chapter = reports["chapters/00_setup.html"]
+    assert chapter.math_count >= 10 and chapter.mathjax == "v3"
+    assert chapter.untypeset_math == []
+
+
+def test_figures_load(reports):
+    notebook = site("ATTN_SITE") / "notebooks" / "00_setup.html"
+    assert notebook.read_text().count("<img") >= 2  # the two seaborn figures
+    assert reports["notebooks/00_setup.html"].broken_images == []
+
+
+def test_notebook_page_offers_ipynb_and_colab():
+    root = site("ATTN_SITE")
+    html = (root / "notebooks" / "00_setup.html").read_text()
+    assert 'href="../_sources/notebooks/00_setup.ipynb"' in html
+    assert "colab.research.google.com/github/" in html and "/_sources/notebooks/00_setup.ipynb" in html
+    assert "00_setup.md" not in html.split("colab.research.google.com", 1)[1].split('"', 1)[0]
+    import nbformat
+
+    notebook = nbformat.read(root / "_sources" / "notebooks" / "00_setup.ipynb", as_version=4)
+    assert "colab-setup" in notebook.cells[0].metadata["tags"]  # installs the package on Colab
+    assert any(c.get("outputs") for c in notebook.cells if c.cell_type == "code")
+
+
+def test_status_page_reports_profile_and_times():
+    html = (site("ATTN_SITE") / "book" / "status.html").read_text()
+    assert "00_setup.md" in html and "smoke" in html and "seconds" in html
+
+
+def test_checker_catches_raw_tex(tmp_path):
+    """Break the math setup (no MathJax): the checker must report untypeset equations."""
+    (tmp_path / "index.html").write_text("<html><body>index</body></html>")
+    (tmp_path / "page.html").write_text(
+        '<html><body><p>Inline <span class="math notranslate nohighlight">\\(x^2\\)</span></p>'
+        '<div class="math notranslate nohighlight">\\[\\frac{a}{b}\\]</div></body></html>')
+    (report,) = browser_check.check_site(tmp_path, pages=["page.html"])
+    assert report.mathjax == "absent" and len(report.untypeset_math) == 2
+    assert any("not typeset" in p for p in report.problems)
+
+
+def test_checker_catches_external_requests_and_broken_images(tmp_path):
+    (tmp_path / "index.html").write_text("<html><body>index</body></html>")
+    (tmp_path / "page.html").write_text(
+        '<html><head><script src="https://cdn.example.org/x.js"></script></head>'
+        '<body><img src="missing.png"></body></html>')
+    (report,) = browser_check.check_site(tmp_path, pages=["page.html"])
+    assert report.external_requests == ["https://cdn.example.org/x.js"]
+    assert report.broken_images and any("404" in e for e in report.console_errors)
+
+
+def test_student_edition_hides_solutions():
+    student = site("ATTN_STUDENT_SITE")
+    teacher = site("ATTN_SITE")
+    full_html = (teacher / "chapters" / "00_setup.html").read_text()
+    student_html = (student / "chapters" / "00_setup.html").read_text()
+    assert "expected number of" in full_html and "colliding pairs is" in full_html.replace("\n", " ")
+    assert "colliding pairs is" not in student_html.replace("\n", " ")
+    assert "Exercise" in student_html and "ex-00-hash" in student_html

@@ -1,0 +1,95 @@
+from __future__ import annotations
+
+import shutil
+
+import pytest
+
+from attn_tutorial import data
+
+
+def test_loads_imdb_from_the_local_copy(data_dir):
+    imdb = data.load_dataset("imdb", data_dir=data_dir)
+    assert set(imdb) == {"train", "test"}
+    assert len(imdb["train"]) == 25_000 and len(imdb["test"]) == 25_000
+    assert {"text", "label"} <= set(imdb["train"].column_names)
+    assert set(imdb["test"].unique("label")) == {0, 1}
+
+
+def test_environment_variable_selects_the_data_dir(data_dir, monkeypatch):
+    monkeypatch.setenv("ATTN_DATA_DIR", str(data_dir))
+    test = data.load_dataset("imdb", split="test")
+    assert len(test) == 25_000
+
+
+def test_corrupt_file_is_rejected(data_dir, tmp_path):
+    copy = tmp_path / "data"
+    (copy / "imdb").mkdir(parents=True)
+    shutil.copy(data_dir / "imdb" / "imdb_train.parquet", copy / "imdb" / "imdb_train.parquet")
+    (copy / "imdb" / "imdb_test.parquet").write_bytes(b"not the real file")
+    with pytest.raises(data.ChecksumError, match="imdb_test.parquet has SHA-256 .* expected 3e3636"):
+        data.load_dataset("imdb", data_dir=copy)
+
+
+def test_directory_sums_file_takes_precedence(tmp_path):
+    folder = tmp_path / "data"
+    (folder / "imdb").mkdir(parents=True)
+    (folder / "imdb" / "imdb_test.parquet").write_bytes(b"abc")
+    digest = data.sha256_of(folder / "imdb" / "imdb_test.parquet")
+    (folder / "SHA256SUMS").write_text(f"{digest}  ./imdb/imdb_test.parquet\n")
+    spec = data.DATASETS["imdb"]
+    assert data.expected_sha256(folder, "imdb/imdb_test.parquet", spec) == digest
+    assert data.expected_sha256(folder, "imdb/imdb_train.parquet", spec) == spec.sha256["imdb/imdb_train.parquet"]
+    data.verify_checksum(folder / "imdb" / "imdb_test.parquet", digest)
+
+
+def test_missing_data_gives_a_clear_message(tmp_path, monkeypatch):
+    monkeypatch.setenv("ATTN_DATA_DIR", str(tmp_path))
+    with pytest.raises(data.DataNotFoundError) as error:
+        data.load_dataset("imdb")
+    message = str(error.value)
+    assert "missing" in message and str(tmp_path / "imdb" / "imdb_train.parquet") in message
+    assert "running offline" in message  # the hub was not tried: tests make no network calls
+    assert "ATTN_DATA_DIR" in message and "stanfordnlp/imdb" in message
+
+
+def test_nonexistent_data_dir_is_an_error(tmp_path):
+    with pytest.raises(data.DataNotFoundError, match="does not exist"):
+        data.load_dataset("imdb", data_dir=tmp_path / "nope")
+
+
+def test_unknown_dataset_and_split(data_dir):
+    with pytest.raises(ValueError, match=r"unknown dataset 'imbd': expected one of \['imdb', 'mr'\]"):
+        data.load_dataset("imbd")
+    with pytest.raises(ValueError, match="has no split 'validation'"):
+        data.load_dataset("imdb", split="validation")
+
+
+def test_subsets_and_validation_split_are_reproducible_and_disjoint(data_dir):
+    train = data.load_dataset("imdb", split="train", data_dir=data_dir)
+    sub_a = data.take_subset(train, 500, seed=3)
+    sub_b = data.take_subset(train, 500, seed=3)
+    assert sub_a["text"] == sub_b["text"] and len(sub_a) == 500
+    fit_part, val_part = data.train_val_split(sub_a, 0.2, seed=0)
+    assert len(fit_part) == 400 and len(val_part) == 100
+    key = lambda split: set(zip(split["id"], split["label"]))  # ids repeat across the two labels
+    assert not key(fit_part) & key(val_part)
+    with pytest.raises(ValueError, match="val_fraction"):
+        data.train_val_split(sub_a, 1.5)
+    with pytest.raises(ValueError, match="positive"):
+        data.take_subset(train, 0)
+
+
+def test_fetch_writes_the_local_layout(tmp_path, monkeypatch):
+    import datasets
+
+    fake = datasets.DatasetDict({
+        "train": datasets.Dataset.from_dict({"text": ["good", "bad"], "label": [1, 0]}),
+        "test": datasets.Dataset.from_dict({"text": ["fine"], "label": [1]}),
+    })
+    monkeypatch.setattr(datasets, "load_dataset", lambda *a, **k: fake)
+    written = data.fetch("imdb", tmp_path / "data")
+    assert [p.name for p in written] == ["imdb_train.parquet", "imdb_test.parquet"]
+    sums = data.read_sums(tmp_path / "data" / "SHA256SUMS")
+    assert set(sums) == {"imdb/imdb_train.parquet", "imdb/imdb_test.parquet"}
+    with pytest.raises(ValueError, match="cannot fetch 'mr'"):
+        data.fetch("mr", tmp_path / "data")

@@ -1,0 +1,92 @@
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from attn_tutorial import results
+from attn_tutorial.paths import checkpoint_path, results_dir
+from conftest import ROOT
+
+
+@pytest.fixture
+def toy_experiment():
+    @results.experiment("toy_test", "a toy experiment for the tests")
+    def run(ctx: results.RunContext) -> dict:
+        score = torch.rand(1).item()  # depends on the seed only
+        ctx.checkpoint.parent.mkdir(parents=True, exist_ok=True)
+        ctx.checkpoint.write_text("weights")
+        return {"metrics": {"accuracy": score, "f1": score / 2}, "n_params": 10, "epochs_run": 1,
+                "time_per_epoch_s": 0.01}
+
+    yield "toy_test"
+    results.EXPERIMENTS.pop("toy_test", None)
+
+
+def test_record_carries_provenance(toy_experiment):
+    record = results.run_experiment(toy_experiment, "smoke", seed=3, device="cpu")
+    for key in ("experiment", "profile", "seed", "device", "metrics", "n_params", "versions", "git_commit",
+                "created", "time_per_epoch_s", "profile_sizes"):
+        assert key in record, key
+    assert record["profile"] == "smoke" and record["seed"] == 3 and record["device"].startswith("cpu")
+    assert record["versions"]["torch"] == torch.__version__
+    assert checkpoint_path(toy_experiment, "smoke", 3).is_file()  # one checkpoint per experiment/profile/seed
+
+
+def test_same_seed_same_record_metrics(toy_experiment):
+    a = results.run_experiment(toy_experiment, "smoke", seed=1, device="cpu")
+    b = results.run_experiment(toy_experiment, "smoke", seed=1, device="cpu")
+    c = results.run_experiment(toy_experiment, "smoke", seed=2, device="cpu")
+    assert a["metrics"] == b["metrics"] != c["metrics"]
+
+
+def test_write_record_summarises_seeds(toy_experiment):
+    runs = [results.run_experiment(toy_experiment, "smoke", seed=s, device="cpu") for s in (0, 1, 2)]
+    path = results.write_record(toy_experiment, runs, command="pytest")
+    assert path == results_dir() / "toy_test" / "smoke.json"
+    record = json.loads(path.read_text())
+    values = [r["metrics"]["accuracy"] for r in runs]
+    assert record["summary"]["accuracy"]["mean"] == pytest.approx(sum(values) / 3)
+    assert record["summary"]["accuracy"]["n"] == 3 and record["summary"]["accuracy"]["std"] > 0
+    assert record["produced_by"] == "pytest" and record["seeds"] == [0, 1, 2]
+    table = results.records_table(toy_experiment)
+    assert list(table.index) == ["smoke"] and "±" in table.loc["smoke", "accuracy"]
+
+
+def test_unknown_experiment_and_bad_output():
+    with pytest.raises(KeyError, match="unknown experiment 'nope'"):
+        results.run_experiment("nope", "smoke")
+
+    @results.experiment("broken_test", "returns no metrics")
+    def broken(ctx):
+        return {"accuracy": 1.0}
+
+    try:
+        with pytest.raises(ValueError, match="returned no 'metrics'"):
+            results.run_experiment("broken_test", "smoke", device="cpu")
+    finally:
+        results.EXPERIMENTS.pop("broken_test")
+    with pytest.raises(ValueError, match="at least one run"):
+        results.write_record("x", [], command="")
+
+
+def test_cli_lists_the_chapter_experiments():
+    out = subprocess.run([sys.executable, "-m", "attn_tutorial.results", "list"], cwd=ROOT, capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert "ch00_bow" in out.stdout
+
+
+def test_recorded_results_in_the_book_are_well_formed():
+    """Every committed record names its profile, device, seeds, versions and the command that made it."""
+    folder = ROOT / "book" / "results"
+    records = list(folder.glob("*/*.json"))
+    for path in records:
+        record = json.loads(path.read_text())
+        assert path.stem == record["profile"] and path.parent.name == record["experiment"]
+        assert record["produced_by"].startswith("python -m attn_tutorial.results run")
+        assert len(record["runs"]) == len(record["seeds"]) >= 1
+        for run in record["runs"]:
+            assert run["device"] and run["versions"]["torch"] and "accuracy" in run["metrics"]
