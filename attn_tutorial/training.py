@@ -204,7 +204,9 @@ def fit(
     if checkpoint is not None and Path(checkpoint).is_file() and not retrain:
         payload = load_checkpoint(checkpoint, model, map_location=device)
         if payload.get("finished"):
-            print(f"Loaded finished checkpoint {checkpoint} (delete it or pass retrain=True to train again).")
+            shown = Path(checkpoint).parent.name + "/" + Path(checkpoint).name
+            print(f"Loaded the finished checkpoint .../{shown}: no training needed "
+                  "(delete it or pass retrain=True to train again).")
             return {**payload["history"], "reused_checkpoint": True}
 
     optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=weight_decay)

@@ -121,6 +121,20 @@ def html_pages(site: Path) -> list[str]:
                   if p.name not in skip and "_static" not in p.parts and "_sources" not in p.parts)
 
 
+def _local_only(base: str, report: PageReport):
+    """Route handler: let requests to the local server through, block and record all others."""
+
+    def route(route):
+        url = route.request.url
+        if url.startswith(base) or url.startswith(("data:", "blob:", "about:")):
+            route.continue_()
+        else:
+            report.external_requests.append(url)
+            route.abort()
+
+    return route
+
+
 def check_site(site: str | Path, pages: list[str] | None = None, chromium: str | None = None,
                timeout_ms: int = 30_000) -> list[PageReport]:
     """Open each page of a built site in headless Chromium; return one report per page."""
@@ -139,15 +153,7 @@ def check_site(site: str | Path, pages: list[str] | None = None, chromium: str |
                 report = PageReport(rel)
                 page = context.new_page()
 
-                def route(r, report=report):
-                    url = r.request.url
-                    if url.startswith(base) or url.startswith(("data:", "blob:", "about:")):
-                        r.continue_()
-                    else:
-                        report.external_requests.append(url)
-                        r.abort()
-
-                page.route("**/*", route)
+                page.route("**/*", _local_only(base, report))
                 page.on("console", lambda m, report=report: report.console_errors.append(m.text)
                         if m.type == "error" else None)
                 page.on("pageerror", lambda e, report=report: report.console_errors.append(str(e)))

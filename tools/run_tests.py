@@ -123,7 +123,7 @@ def main() -> int:
 
     run("export check", [PY, "-m", "attn_tutorial.export", "--check"], env)
     unit_xml = REPORTS / "unit.xml"
-    run("unit tests", [PY, "-m", "pytest", "tests", "-m", "not browser", "-q", *socket_guard,
+    run("unit tests", [PY, "-m", "pytest", "tests", "-m", "not browser", "-q", "-p", "no:cacheprovider", *socket_guard,
                        f"--junitxml={unit_xml}"], env, unit_xml)
 
     ipynb_dir = BUILD / "ipynb"
@@ -141,7 +141,8 @@ def main() -> int:
                                                "--student", "--out", str(student)], env)
     browser_xml = REPORTS / "browser.xml"
     env_browser = dict(env, ATTN_SITE=str(site), ATTN_STUDENT_SITE=str(student))
-    run("browser check", [PY, "-m", "pytest", "tests", "-m", "browser", "-q", f"--junitxml={browser_xml}"],
+    run("browser check", [PY, "-m", "pytest", "tests", "-m", "browser", "-q", "-p", "no:cacheprovider",
+                          f"--junitxml={browser_xml}"],
         env_browser, browser_xml)
 
     print("\n=== per-notebook nbval time (smoke profile) ===")
