@@ -210,7 +210,8 @@ def load_records(name: str) -> list[dict]:
 
 
 def records_table(name: str, metrics: tuple[str, ...] = ("accuracy", "f1")):
-    """A pandas table of recorded results: one row per profile, mean ± std over seeds."""
+    """Recorded results as a pandas table: one row per profile, metrics in percent
+    (mean ± sample std over seeds). :func:`provenance` says how each row was produced."""
     import pandas as pd
 
     rows = []
@@ -219,17 +220,28 @@ def records_table(name: str, metrics: tuple[str, ...] = ("accuracy", "f1")):
         for metric in metrics:
             s = rec["summary"].get(metric)
             if s is not None:
-                row[metric] = f"{100 * s['mean']:.2f} ± {100 * s['std']:.2f}" if s["n"] > 1 else f"{100 * s['mean']:.2f}"
+                mean, std = 100 * s["mean"], 100 * s["std"]
+                row[f"{metric} (%)"] = f"{mean:.2f} ± {std:.2f}" if s["n"] > 1 else f"{mean:.2f}"
         first = rec["runs"][0]
-        row["params"] = first.get("n_params")
+        row["parameters"] = first.get("n_params")
         row["s / epoch"] = first.get("time_per_epoch_s")
-        row["torch"] = first["versions"]["torch"]
-        row["commit"] = first.get("git_commit")
-        row["recorded"] = first["created"][:10]
         rows.append(row)
     if not rows:
-        return pd.DataFrame(columns=["profile", "device", "seeds", *metrics])
+        return pd.DataFrame(columns=["profile", "device", "seeds", *metrics]).set_index("profile")
     return pd.DataFrame(rows).set_index("profile")
+
+
+def provenance(name: str) -> list[str]:
+    """One line per recorded profile: seeds, versions, commit, date and the producing command."""
+    lines = []
+    for rec in load_records(name):
+        first = rec["runs"][0]
+        lines.append(
+            f"`{rec['profile']}`: seeds {', '.join(map(str, rec['seeds']))} on {rec['device']}, "
+            f"torch {first['versions']['torch']}, commit {first.get('git_commit') or 'unknown'}, "
+            f"{first['created'][:10]}; produced by `{rec['produced_by']}`"
+        )
+    return lines
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -2,8 +2,8 @@
 
 """Devices, precision, seeding, metrics, checkpoints and the training loop (chapter 0).
 
-Batches are dicts of tensors: the ``"labels"`` entry is the target and every other entry is
-passed to the model as a keyword argument, so one loop serves every model in the course.
+Batches are dicts of tensors: the ``"labels"`` entry is the target and every other
+entry is passed to the model as a keyword argument, so one loop serves every model.
 """
 
 from __future__ import annotations
@@ -24,16 +24,20 @@ from tqdm.auto import tqdm
 
 
 def get_device(prefer: str | None = None) -> torch.device:
-    """Pick the device: ``prefer`` or ``$ATTN_DEVICE`` if given, else CUDA > MPS > CPU."""
+    """``prefer`` or ``$ATTN_DEVICE`` if given, else CUDA > Apple MPS > CPU."""
     choice = prefer or os.environ.get("ATTN_DEVICE", "").strip() or None
     mps = getattr(torch.backends, "mps", None)
     mps_ok = mps is not None and mps.is_available()
     if choice is not None:
         device = torch.device(choice)
         if device.type == "cuda" and not torch.cuda.is_available():
-            raise RuntimeError(f"device {choice!r} requested but CUDA is not available here")
+            raise RuntimeError(
+                f"device {choice!r} requested but CUDA is not available here"
+            )
         if device.type == "mps" and not mps_ok:
-            raise RuntimeError(f"device {choice!r} requested but Apple MPS is not available here")
+            raise RuntimeError(
+                f"device {choice!r} requested but Apple MPS is not available here"
+            )
         return device
     if torch.cuda.is_available():
         return torch.device("cuda")
@@ -43,14 +47,14 @@ def get_device(prefer: str | None = None) -> torch.device:
 
 
 def autocast_dtype(device: torch.device) -> torch.dtype | None:
-    """bfloat16 on GPUs that support it, float16 on other CUDA GPUs, None (float32) elsewhere."""
+    """bfloat16 on GPUs that support it, else float16 on CUDA, else None (float32)."""
     if device.type != "cuda":
         return None
     return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
 
 
 def autocast(device: torch.device):
-    """Context manager for the forward pass: mixed precision on GPU, a no-op elsewhere."""
+    """Context for the forward pass: mixed precision on GPU, a no-op elsewhere."""
     dtype = autocast_dtype(device)
     if dtype is None:
         return contextlib.nullcontext()
@@ -68,10 +72,13 @@ def seed_everything(seed: int) -> torch.Generator:
 
 
 def classification_metrics(labels, predictions, num_classes: int = 2) -> dict:
-    """``{"accuracy", "f1"}`` for integer class labels and predictions (1-D, same length)."""
+    """``{"accuracy", "f1"}`` of integer labels and predictions (1-D, same length)."""
     labels, predictions = np.asarray(labels), np.asarray(predictions)
     if labels.shape != predictions.shape or labels.ndim != 1:
-        raise ValueError(f"expected two 1-D arrays of equal length, got {labels.shape} and {predictions.shape}")
+        raise ValueError(
+            "expected two 1-D arrays of equal length, "
+            f"got {labels.shape} and {predictions.shape}"
+        )
     if labels.size == 0:
         raise ValueError("cannot compute metrics of an empty set")
     average = "binary" if num_classes == 2 else "macro"
@@ -82,7 +89,7 @@ def classification_metrics(labels, predictions, num_classes: int = 2) -> dict:
 
 
 class EarlyStopping:
-    """Track the best value of a monitored metric; ``should_stop`` after ``patience`` bad epochs."""
+    """Track a metric's best value; ``should_stop`` after ``patience`` bad epochs."""
 
     def __init__(self, patience: int, mode: str = "max", min_delta: float = 0.0):
         if patience < 0:
@@ -97,7 +104,11 @@ class EarlyStopping:
         """Record one epoch's value; return True when it is a new best."""
         if math.isnan(value):
             raise ValueError("monitored metric is NaN: training diverged")
-        better = value > self.best + self.min_delta if self.mode == "max" else value < self.best - self.min_delta
+        better = (
+            value > self.best + self.min_delta
+            if self.mode == "max"
+            else value < self.best - self.min_delta
+        )
         if better:
             self.best, self.bad_epochs = value, 0
         else:
@@ -110,7 +121,7 @@ class EarlyStopping:
 
 
 def save_checkpoint(path: str | Path, model: nn.Module, **extra) -> Path:
-    """Atomically save ``model``'s weights plus plain-Python ``extra`` entries (history, config)."""
+    """Atomically save ``model``'s weights plus plain-Python ``extra`` entries."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     payload = {"model": model.state_dict(), **extra}
@@ -120,8 +131,10 @@ def save_checkpoint(path: str | Path, model: nn.Module, **extra) -> Path:
     return path
 
 
-def load_checkpoint(path: str | Path, model: nn.Module | None = None, map_location="cpu") -> dict:
-    """Load a checkpoint safely (``weights_only=True``); copy its weights into ``model`` if given."""
+def load_checkpoint(
+    path: str | Path, model: nn.Module | None = None, map_location="cpu"
+) -> dict:
+    """Load a checkpoint with ``weights_only=True``; copy its weights into ``model``."""
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"no checkpoint at {path}")
@@ -134,13 +147,20 @@ def load_checkpoint(path: str | Path, model: nn.Module | None = None, map_locati
 def move_batch(batch: dict, device: torch.device) -> dict:
     """Move every tensor of a batch dict to ``device``."""
     if not isinstance(batch, dict) or "labels" not in batch:
-        raise TypeError(f"expected a batch dict with a 'labels' entry, got {type(batch).__name__}")
-    return {k: v.to(device, non_blocking=True) if torch.is_tensor(v) else v for k, v in batch.items()}
+        raise TypeError(
+            f"expected a batch dict with a 'labels' entry, got {type(batch).__name__}"
+        )
+    return {
+        k: v.to(device, non_blocking=True) if torch.is_tensor(v) else v
+        for k, v in batch.items()
+    }
 
 
 @torch.no_grad()
-def evaluate(model: nn.Module, loader, device: torch.device | None = None, num_classes: int = 2) -> dict:
-    """Mean cross-entropy loss, accuracy and F1 of ``model`` (logits ``(B, C)``) over ``loader``."""
+def evaluate(
+    model: nn.Module, loader, device: torch.device | None = None, num_classes: int = 2
+) -> dict:
+    """Mean cross-entropy, accuracy and F1 of ``model`` (logits ``(B, C)``)."""
     device = device or next(model.parameters()).device
     model.eval()
     total_loss, count, labels_all, preds_all = 0.0, 0, [], []
@@ -152,13 +172,17 @@ def evaluate(model: nn.Module, loader, device: torch.device | None = None, num_c
         logits = logits.float()
         if not torch.isfinite(logits).all():
             raise FloatingPointError("model produced NaN/inf logits during evaluation")
-        total_loss += nn.functional.cross_entropy(logits, labels, reduction="sum").item()
+        total_loss += nn.functional.cross_entropy(
+            logits, labels, reduction="sum"
+        ).item()
         count += labels.numel()
         labels_all.append(labels.cpu())
         preds_all.append(logits.argmax(dim=-1).cpu())
     if count == 0:
         raise ValueError("evaluation loader yielded no examples")
-    metrics = classification_metrics(torch.cat(labels_all).numpy(), torch.cat(preds_all).numpy(), num_classes)
+    metrics = classification_metrics(
+        torch.cat(labels_all).numpy(), torch.cat(preds_all).numpy(), num_classes
+    )
     return {"loss": total_loss / count, **metrics}
 
 
@@ -179,7 +203,7 @@ def fit(
     max_grad_norm: float | None = 1.0,
     progress: bool | None = None,
 ) -> dict:
-    """Train ``model`` and return its history; the model ends with its best validation weights.
+    """Train ``model``; return its history. It ends with its best validation weights.
 
     Args:
         model: maps a batch's non-label entries to logits ``(B, C)``.
@@ -187,9 +211,10 @@ def fit(
         epochs: maximum number of epochs.
         patience: early-stopping patience on ``val_<monitor>`` (None: train all epochs).
         monitor: "accuracy", "f1" (maximised) or "loss" (minimised).
-        checkpoint: where the best weights are saved; a finished checkpoint there is loaded
-            instead of training, unless ``retrain``.
-        progress: False hides the progress bar; None leaves it to tqdm (``TQDM_DISABLE=1`` hides it).
+        checkpoint: where the best weights are saved; a finished checkpoint there is
+            loaded instead of training, unless ``retrain``.
+        progress: False hides the progress bar; None leaves it to tqdm
+            (``TQDM_DISABLE=1`` hides it).
 
     Returns:
         ``{"epochs": [per-epoch dicts], "best_epoch", "best_value", "time_per_epoch_s",
@@ -205,18 +230,30 @@ def fit(
         payload = load_checkpoint(checkpoint, model, map_location=device)
         if payload.get("finished"):
             shown = Path(checkpoint).parent.name + "/" + Path(checkpoint).name
-            print(f"Loaded the finished checkpoint .../{shown}: no training needed "
-                  "(delete it or pass retrain=True to train again).")
+            print(
+                f"Loaded the finished checkpoint .../{shown}: no training needed "
+                "(delete it or pass retrain=True to train again)."
+            )
             return {**payload["history"], "reused_checkpoint": True}
 
     optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=weight_decay)
-    scaler = torch.amp.GradScaler(device.type, enabled=autocast_dtype(device) == torch.float16)
-    stopper = EarlyStopping(patience if patience is not None else epochs, mode="min" if monitor == "loss" else "max")
+    scaler = torch.amp.GradScaler(
+        device.type, enabled=autocast_dtype(device) == torch.float16
+    )
+    stopper = EarlyStopping(
+        patience if patience is not None else epochs,
+        mode="min" if monitor == "loss" else "max",
+    )
     history, best_state, best_epoch = [], None, None
     for epoch in range(1, epochs + 1):
         model.train()
         start, running, seen = time.perf_counter(), 0.0, 0
-        bar = tqdm(train_loader, desc=f"epoch {epoch}/{epochs}", leave=False, **({"disable": True} if progress is False else {}))
+        bar = tqdm(
+            train_loader,
+            desc=f"epoch {epoch}/{epochs}",
+            leave=False,
+            **({"disable": True} if progress is False else {}),
+        )
         for batch in bar:
             batch = move_batch(batch, device)
             labels = batch.pop("labels")
@@ -224,7 +261,9 @@ def fit(
                 logits = model(**batch)  # (B, C)
             loss = nn.functional.cross_entropy(logits.float(), labels)
             if not torch.isfinite(loss):
-                raise FloatingPointError(f"training loss became {loss.item()} at epoch {epoch}")
+                raise FloatingPointError(
+                    f"training loss became {loss.item()} at epoch {epoch}"
+                )
             optimizer.zero_grad(set_to_none=True)
             scaler.scale(loss).backward()
             if max_grad_norm is not None:
@@ -237,20 +276,30 @@ def fit(
             bar.set_postfix(loss=f"{running / seen:.4f}")
         train_seconds = time.perf_counter() - start
         val = evaluate(model, val_loader, device, num_classes)
-        row = {"epoch": epoch, "train_loss": running / max(seen, 1), "seconds": train_seconds,
-               **{f"val_{k}": v for k, v in val.items()}}
+        row = {
+            "epoch": epoch,
+            "train_loss": running / max(seen, 1),
+            "seconds": train_seconds,
+            **{f"val_{k}": v for k, v in val.items()},
+        }
         history.append(row)
         improved = stopper.step(val[monitor])
-        print(f"epoch {epoch}: train loss {row['train_loss']:.4f}, val loss {val['loss']:.4f}, "
-              f"val acc {val['accuracy']:.4f}, val F1 {val['f1']:.4f} ({train_seconds:.1f}s)"
-              + ("  *best*" if improved else ""))
+        print(
+            f"epoch {epoch}: train loss {row['train_loss']:.4f}, "
+            f"val loss {val['loss']:.4f}, val acc {val['accuracy']:.4f}, "
+            f"val F1 {val['f1']:.4f} ({train_seconds:.1f}s)"
+            + ("  *best*" if improved else "")
+        )
         if improved:
             best_epoch = epoch
             best_state = copy.deepcopy(model.state_dict())
             if checkpoint is not None:
                 save_checkpoint(checkpoint, model, finished=False)
         if stopper.should_stop:
-            print(f"early stopping: no improvement in val {monitor} for {stopper.bad_epochs} epochs")
+            print(
+                f"early stopping: val {monitor} has not improved "
+                f"for {stopper.bad_epochs} epochs"
+            )
             break
 
     model.load_state_dict(best_state)

@@ -53,7 +53,9 @@ def test_write_record_summarises_seeds(toy_experiment):
     assert record["summary"]["accuracy"]["n"] == 3 and record["summary"]["accuracy"]["std"] > 0
     assert record["produced_by"] == "pytest" and record["seeds"] == [0, 1, 2]
     table = results.records_table(toy_experiment)
-    assert list(table.index) == ["smoke"] and "±" in table.loc["smoke", "accuracy"]
+    assert list(table.index) == ["smoke"] and "±" in table.loc["smoke", "accuracy (%)"]
+    (line,) = results.provenance(toy_experiment)
+    assert line.startswith("`smoke`: seeds 0, 1, 2 on cpu") and "produced by `pytest`" in line
 
 
 def test_unknown_experiment_and_bad_output():
