@@ -88,11 +88,14 @@ def _benign(message: str) -> bool:
     return "ERR_FAILED" in message or message.startswith("Got invalid theme mode")
 
 
-def find_chromium() -> str:
+def find_chromium(required: bool = True) -> str | None:
+    """Path of Chromium: ``$CHROMIUM``, else ``chromium``/``chromium-browser`` on PATH."""
     for candidate in (os.environ.get("CHROMIUM"), shutil.which("chromium"), shutil.which("chromium-browser")):
         if candidate and Path(candidate).exists():
             return candidate
-    raise FileNotFoundError("Chromium not found: install Debian's `chromium` or set CHROMIUM=/path/to/chromium")
+    if required:
+        raise FileNotFoundError("Chromium not found: install Debian's `chromium` or set CHROMIUM=/path/to/chromium")
+    return None
 
 
 @contextmanager

@@ -20,11 +20,12 @@ import xml.etree.ElementTree as ET
 from collections import defaultdict
 from pathlib import Path
 
+from browser_check import find_chromium  # tools/ is on sys.path: this file runs as a script
+
 ROOT = Path(__file__).resolve().parent.parent
 BUILD = ROOT / "_build"
 REPORTS = BUILD / "test-reports"
 PY = sys.executable
-CHROMIUM_CANDIDATES = ("chromium", "chromium-browser", "google-chrome")
 
 
 def env_offline() -> dict:
@@ -42,19 +43,8 @@ def env_offline() -> dict:
     return env
 
 
-def find_chromium() -> str | None:
-    explicit = os.environ.get("CHROMIUM")
-    if explicit and Path(explicit).exists():
-        return explicit
-    for name in CHROMIUM_CANDIDATES:
-        path = shutil.which(name)
-        if path:
-            return path
-    return None
-
-
 def ensure_chromium() -> str:
-    path = find_chromium()
+    path = find_chromium(required=False)
     if path:
         return path
     apt = shutil.which("apt-get")
@@ -66,7 +56,7 @@ def ensure_chromium() -> str:
     for cmd in (sudo + [apt, "update", "-qq"], sudo + [apt, "install", "-y", "-qq", "chromium"]):
         if subprocess.call(cmd, env=env, stdout=subprocess.DEVNULL) != 0:
             raise SystemExit(f"`{' '.join(cmd)}` failed: install chromium yourself or set CHROMIUM=/path/to/chromium")
-    path = find_chromium()
+    path = find_chromium(required=False)
     if path is None:
         raise SystemExit("chromium was installed but is not on PATH; set CHROMIUM=/path/to/chromium")
     return path
@@ -142,7 +132,7 @@ def main() -> int:
     browser_xml = REPORTS / "browser.xml"
     env_browser = dict(env, ATTN_SITE=str(site), ATTN_STUDENT_SITE=str(student))
     run("browser check", [PY, "-m", "pytest", "tests", "-m", "browser", "-q", "-p", "no:cacheprovider",
-                          f"--junitxml={browser_xml}"],
+                          *socket_guard, f"--junitxml={browser_xml}"],
         env_browser, browser_xml)
 
     print("\n=== per-notebook nbval time (smoke profile) ===")
