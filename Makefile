@@ -10,7 +10,7 @@ STAMP  := $(VENV)/.installed-$(shell cat requirements.lock pyproject.toml | sha1
 setup: $(STAMP)
 
 $(STAMP): requirements.lock pyproject.toml
-	@$(PYTHON) -c 'import sys; v = sys.version_info; sys.exit(0 if (3, 10) <= v[:2] <= (3, 12) else f"Python 3.10-3.12 needed (3.11 recommended), found {sys.version.split()[0]} at {sys.executable}")'
+	@$(PYTHON) -c 'import sys; v = sys.version_info[:2]; sys.exit(f"Python 3.11 is needed, found {sys.version.split()[0]} at {sys.executable}; run make PYTHON=/path/to/python3.11") if v < (3, 10) else print("" if v == (3, 11) else f"warning: requirements.lock is made for Python 3.11, this is {sys.version.split()[0]}")'
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -r requirements.lock

@@ -93,3 +93,30 @@ def test_fetch_writes_the_local_layout(tmp_path, monkeypatch):
     assert set(sums) == {"imdb/imdb_train.parquet", "imdb/imdb_test.parquet"}
     with pytest.raises(ValueError, match="cannot fetch 'mr'"):
         data.fetch("mr", tmp_path / "data")
+
+
+def test_hub_is_used_without_a_local_copy(monkeypatch, tmp_path):
+    """Online and without a data directory, the loader asks the hub for the dataset's hub id."""
+    import datasets
+
+    for flag in ("HF_DATASETS_OFFLINE", "HF_HUB_OFFLINE", "ATTN_OFFLINE", "ATTN_NO_NETWORK", "ATTN_DATA_DIR"):
+        monkeypatch.delenv(flag, raising=False)
+    monkeypatch.setattr(data, "resolve_data_dir", lambda data_dir=None: None)
+    asked = []
+    fake = datasets.DatasetDict({"train": datasets.Dataset.from_dict({"text": ["x"], "label": [1]}),
+                                 "test": datasets.Dataset.from_dict({"text": ["y"], "label": [0]})})
+
+    def fake_load(name, **kwargs):
+        asked.append(name)
+        return fake
+
+    monkeypatch.setattr(datasets, "load_dataset", fake_load)
+    assert data.load_dataset("imdb", split="test")["text"] == ["y"]
+    assert asked == ["stanfordnlp/imdb"]
+
+    def failing_load(name, **kwargs):
+        raise ConnectionError("no route to host")
+
+    monkeypatch.setattr(datasets, "load_dataset", failing_load)
+    with pytest.raises(data.DataNotFoundError, match="stanfordnlp/imdb failed \\(ConnectionError: no route to host\\)"):
+        data.load_dataset("imdb")
