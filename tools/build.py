@@ -99,6 +99,7 @@ def build_book(profile: str, out: Path, student: bool, strict: bool, jobs: str =
     code = subprocess.call(cmd, cwd=ROOT, env=env)
     seconds = time.perf_counter() - start
     if code == 0:
+        (out / ".nojekyll").touch()  # GitHub Pages must serve _static/, _sources/ as they are
         print(f"\nBuilt in {seconds:.0f} s: {out / 'index.html'}")
         print(f"Serve it locally:  python -m http.server --directory {out.relative_to(ROOT)} 8000"
               "   then open http://localhost:8000")
