@@ -236,6 +236,10 @@ def fit(
             )
             return {**payload["history"], "reused_checkpoint": True}
 
+    # tqdm's notebook bar ignores TQDM_DISABLE, so read it here (book builds set it).
+    hide_bar = progress is False or (
+        progress is None and os.environ.get("TQDM_DISABLE", "").lower() in ("1", "true")
+    )
     optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=weight_decay)
     scaler = torch.amp.GradScaler(
         device.type, enabled=autocast_dtype(device) == torch.float16
@@ -248,12 +252,7 @@ def fit(
     for epoch in range(1, epochs + 1):
         model.train()
         start, running, seen = time.perf_counter(), 0.0, 0
-        bar = tqdm(
-            train_loader,
-            desc=f"epoch {epoch}/{epochs}",
-            leave=False,
-            **({"disable": True} if progress is False else {}),
-        )
+        bar = tqdm(train_loader, desc=f"epoch {epoch}/{epochs}", leave=False, disable=hide_bar)
         for batch in bar:
             batch = move_batch(batch, device)
             labels = batch.pop("labels")
