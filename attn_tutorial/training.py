@@ -156,6 +156,16 @@ def move_batch(batch: dict, device: torch.device) -> dict:
     }
 
 
+def split_output(output) -> tuple[torch.Tensor, torch.Tensor | float]:
+    """A model returns logits ``(B, C)``, or a dict with ``"logits"`` and an optional
+    ``"penalty"`` (a scalar added to the training loss, e.g. chapter 2's attention penalty)."""
+    if isinstance(output, dict):
+        if "logits" not in output:
+            raise TypeError(f"model returned a dict without 'logits' (keys: {sorted(output)})")
+        return output["logits"], output.get("penalty", 0.0)
+    return output, 0.0
+
+
 @torch.no_grad()
 def evaluate(
     model: nn.Module, loader, device: torch.device | None = None, num_classes: int = 2
@@ -168,7 +178,7 @@ def evaluate(
         batch = move_batch(batch, device)
         labels = batch.pop("labels")
         with autocast(device):
-            logits = model(**batch)  # (B, C)
+            logits, _ = split_output(model(**batch))  # (B, C)
         logits = logits.float()
         if not torch.isfinite(logits).all():
             raise FloatingPointError("model produced NaN/inf logits during evaluation")
@@ -257,8 +267,8 @@ def fit(
             batch = move_batch(batch, device)
             labels = batch.pop("labels")
             with autocast(device):
-                logits = model(**batch)  # (B, C)
-            loss = nn.functional.cross_entropy(logits.float(), labels)
+                logits, penalty = split_output(model(**batch))  # (B, C), scalar
+            loss = nn.functional.cross_entropy(logits.float(), labels) + penalty
             if not torch.isfinite(loss):
                 raise FloatingPointError(
                     f"training loss became {loss.item()} at epoch {epoch}"

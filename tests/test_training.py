@@ -185,3 +185,21 @@ def test_seed_everything_seeds_numpy_and_python():
     first = (random.random(), np.random.rand(), torch.rand(1).item())
     training.seed_everything(5)
     assert first == (random.random(), np.random.rand(), torch.rand(1).item())
+
+
+def test_penalty_returned_by_a_model_is_added_to_the_loss():
+    class Penalised(Linear):
+        def forward(self, features):
+            return {"logits": self.linear(features), "penalty": 10.0 * self.linear.weight.square().sum()}
+
+    train, val = toy_batches()
+    training.seed_everything(0)
+    plain = Linear()
+    training.fit(plain, train, val, epochs=3, lr=0.05, device=torch.device("cpu"), progress=False)
+    training.seed_everything(0)
+    penalised = Penalised()
+    training.fit(penalised, train, val, epochs=3, lr=0.05, device=torch.device("cpu"), progress=False)
+    assert penalised.linear.weight.norm() < 0.5 * plain.linear.weight.norm()
+    assert "accuracy" in training.evaluate(penalised, val)
+    with pytest.raises(TypeError, match="without 'logits'"):
+        training.split_output({"scores": torch.zeros(1)})
