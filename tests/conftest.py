@@ -44,3 +44,27 @@ def course_copy(tmp_path) -> Path:
     shutil.copytree(ROOT / "attn_tutorial", root / "attn_tutorial", ignore=shutil.ignore_patterns("__pycache__"))
     (root / "_toc.yml").write_text((ROOT / "_toc.yml").read_text())
     return root
+
+
+def contains_token_batches(n_batches: int = 12, batch_size: int = 32) -> list[dict]:
+    """A toy sequence task: label 1 when token 3 occurs somewhere in a random sequence of ids 4..19
+    (lengths 3..14). Solving it needs the tokens, not the length. Batch dicts as in the course."""
+    import torch
+
+    from attn_tutorial import text
+
+    generator = torch.Generator().manual_seed(0)
+    batches = []
+    for _ in range(n_batches):
+        sequences, labels = [], []
+        for _ in range(batch_size):
+            length = int(torch.randint(3, 15, (1,), generator=generator))
+            seq = torch.randint(4, 20, (length,), generator=generator)
+            label = int(torch.rand(1, generator=generator) < 0.5)
+            if label:
+                seq[int(torch.randint(0, length, (1,), generator=generator))] = 3
+            sequences.append(seq)
+            labels.append(label)
+        ids, lengths, mask = text.pad_batch(sequences)
+        batches.append({"ids": ids, "lengths": lengths, "mask": mask, "labels": torch.tensor(labels)})
+    return batches

@@ -8,6 +8,7 @@ from torch import nn
 
 from attn_tutorial import attention, text, training
 from attn_tutorial.pooling import AttentionPoolingClassifier
+from conftest import contains_token_batches
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
@@ -94,20 +95,7 @@ def test_structured_self_attention_penalty():
 def test_classifier_learns_a_toy_task_with_attention(hops):
     """Label = whether token 3 occurs anywhere; attention should find it (> 90 %)."""
     training.seed_everything(0)
-    generator = torch.Generator().manual_seed(0)
-    batches = []
-    for _ in range(12):
-        sequences, labels = [], []
-        for _ in range(32):
-            length = int(torch.randint(3, 15, (1,), generator=generator))
-            seq = torch.randint(4, 20, (length,), generator=generator)
-            label = int(torch.rand(1, generator=generator) < 0.5)
-            if label:
-                seq[int(torch.randint(0, length, (1,), generator=generator))] = 3
-            sequences.append(seq)
-            labels.append(label)
-        ids, lengths, mask = text.pad_batch(sequences)
-        batches.append({"ids": ids, "lengths": lengths, "mask": mask, "labels": torch.tensor(labels)})
+    batches = contains_token_batches()
     model = AttentionPoolingClassifier(20, 16, 16, hops=hops, penalty_weight=0.1, dropout=0.0)
     history = training.fit(model, batches[:10], batches[10:], epochs=12, lr=1e-2,
                            device=torch.device("cpu"), progress=False)

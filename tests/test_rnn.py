@@ -7,6 +7,7 @@ import torch
 from torch import nn
 
 from attn_tutorial import rnn, text, training
+from conftest import contains_token_batches
 
 
 def batch(seed=0, B=6, T=12, D=5):
@@ -94,20 +95,7 @@ def test_masked_pooling_in_bfloat16():
 def test_classifier_learns_a_toy_task():
     """Label = whether token 3 occurs: needs the sequence, not its length; must reach > 90 %."""
     training.seed_everything(0)
-    generator = torch.Generator().manual_seed(0)
-    sequences, labels = [], []
-    for _ in range(384):
-        length = int(torch.randint(3, 15, (1,), generator=generator))
-        seq = torch.randint(4, 20, (length,), generator=generator)
-        label = int(torch.rand(1, generator=generator) < 0.5)
-        if label:
-            seq[int(torch.randint(0, length, (1,), generator=generator))] = 3
-        sequences.append(seq)
-        labels.append(label)
-    batches = []
-    for start in range(0, 384, 32):
-        ids, lengths, mask = text.pad_batch(sequences[start:start + 32])
-        batches.append({"ids": ids, "lengths": lengths, "mask": mask, "labels": torch.tensor(labels[start:start + 32])})
+    batches = contains_token_batches()
     model = rnn.BiLSTMClassifier(20, 16, 16, dropout=0.0)
     history = training.fit(model, batches[:10], batches[10:], epochs=12, lr=1e-2, device=torch.device("cpu"),
                            progress=False)
