@@ -209,22 +209,42 @@ def load_records(name: str) -> list[dict]:
     return sorted(records, key=lambda r: order.get(r["profile"], 9))
 
 
-def records_table(name: str, metrics: tuple[str, ...] = ("accuracy", "f1")):
-    """Recorded results as a pandas table: one row per profile, metrics in percent
-    (mean ± sample std over seeds). :func:`provenance` says how each row was produced."""
+PERCENT_METRICS = ("accuracy", "f1", "precision", "recall")
+
+
+def _is_percent(metric: str) -> bool:
+    """Accuracy-like metrics (``accuracy``, ``accuracy_chunks``, ``f1``...) print in percent."""
+    return metric.split("_")[0] in PERCENT_METRICS
+
+
+def records_table(name: str, metrics: tuple[str, ...] | None = None):
+    """Recorded results as a pandas table: one row per profile, mean ± sample std over seeds.
+
+    ``metrics`` defaults to every metric the record has. Accuracy-like metrics are shown in
+    percent, others (ratios, times) as recorded. :func:`provenance` says how each row was produced.
+    """
     import pandas as pd
 
+    records = load_records(name)
+    if metrics is None:
+        metrics = tuple(dict.fromkeys(k for rec in records for k in rec["summary"])) or ("accuracy", "f1")
     rows = []
-    for rec in load_records(name):
+    for rec in records:
         row = {"profile": rec["profile"], "device": rec["device"], "seeds": len(rec["seeds"])}
         for metric in metrics:
             s = rec["summary"].get(metric)
-            if s is not None:
-                mean, std = 100 * s["mean"], 100 * s["std"]
-                row[f"{metric} (%)"] = f"{mean:.2f} ± {std:.2f}" if s["n"] > 1 else f"{mean:.2f}"
+            if s is None:
+                continue
+            if _is_percent(metric):
+                mean, std, label = 100 * s["mean"], 100 * s["std"], f"{metric} (%)"
+                row[label] = f"{mean:.2f} ± {std:.2f}" if s["n"] > 1 else f"{mean:.2f}"
+            else:
+                row[metric] = f"{s['mean']:.3g} ± {s['std']:.2g}" if s["n"] > 1 else f"{s['mean']:.3g}"
         first = rec["runs"][0]
-        row["parameters"] = first.get("n_params")
-        row["s / epoch"] = first.get("time_per_epoch_s")
+        if first.get("n_params") is not None:
+            row["parameters"] = first.get("n_params")
+        if first.get("time_per_epoch_s") is not None:
+            row["s / epoch"] = first.get("time_per_epoch_s")
         rows.append(row)
     if not rows:
         return pd.DataFrame(columns=["profile", "device", "seeds", *metrics]).set_index("profile")
