@@ -47,7 +47,7 @@ class BiLSTMSelfAttentionClassifier(nn.Module):
     """
 
     def __init__(self, vocab_size: int, embed_dim: int, hidden_dim: int, num_heads: int = 4,
-                 num_classes: int = 2, dropout: float = 0.3, attention_dropout: float = 0.1,
+                 num_classes: int = 2, dropout: float = 0.3, attention_dropout: float = 0.0,
                  pad_id: int = 0):
         super().__init__()
         self.embedding = nn.Embedding(vocab_size, embed_dim, padding_idx=pad_id)
