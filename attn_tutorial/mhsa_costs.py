@@ -16,7 +16,7 @@ import torch
 import torch.utils.benchmark as benchmark
 
 from attn_tutorial.attention import masked_softmax
-from attn_tutorial.mhsa import MultiHeadSelfAttention, explicit_attention, sdpa_attention
+from attn_tutorial.mhsa import MultiHeadSelfAttention, _check_qkv, explicit_attention, sdpa_attention
 from attn_tutorial.results import RunContext, experiment
 
 
@@ -178,10 +178,12 @@ def chunked_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
     """
     if chunk < 1:
         raise ValueError(f"chunk must be >= 1, got {chunk}")
+    _check_qkv(q, k, v, mask)  # the whole mask, before it is sliced
+    per_query = mask is not None and mask.dim() >= 2 and mask.shape[-2] > 1
     parts = []
     for start in range(0, q.shape[-2], chunk):
         rows = slice(start, start + chunk)
-        part_mask = mask if mask is None or mask.shape[-2] == 1 else mask[..., rows, :]
+        part_mask = mask[..., rows, :] if per_query else mask
         parts.append(explicit_attention(q[..., rows, :], k, v, part_mask)[0])  # (B, H, c, dv)
     return torch.cat(parts, dim=-2)  # (B, H, Tq, dv)
 
@@ -242,7 +244,7 @@ def batch_size_for(steps, memory_bytes: int, usable: float = 0.85):
         slope, intercept = _fit_line(group["batch"].tolist(), group["peak_bytes"].tolist())
         if slope <= 0:
             raise ValueError(f"length {length}: peak memory does not grow with the batch ({slope:.0f} B)")
-        fits = int((usable * memory_bytes - max(intercept, 0)) // slope)
+        fits = max(int((usable * memory_bytes - max(intercept, 0)) // slope), 0)  # 0: not even one
         rows.append({"length": int(length), "MB per review": round(slope / 2**20, 2),
                      "fixed MB": round(max(intercept, 0) / 2**20, 1), "batch that fits": fits})
     return pd.DataFrame(rows).set_index("length")

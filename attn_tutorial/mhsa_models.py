@@ -93,6 +93,8 @@ def windows(sequence: torch.Tensor, size: int, strategy: str) -> list[torch.Tens
     """
     if strategy not in ("truncate", "head_tail", "chunks"):
         raise ValueError(f"strategy must be 'truncate', 'head_tail' or 'chunks', got {strategy!r}")
+    if size < 1:
+        raise ValueError(f"window size must be >= 1, got {size}")
     n = len(sequence)
     if n <= size:
         return [sequence]
@@ -116,6 +118,7 @@ def predict_long(model, sequences: list[torch.Tensor], size: int, strategy: str,
         owner += [index] * len(parts)
     order = sorted(range(len(pieces)), key=lambda i: len(pieces[i]))  # bucket by length
     probs = [None] * len(pieces)
+    was_training = model.training
     model.eval()
     for start in range(0, len(order), batch_size):
         chosen = order[start: start + batch_size]
@@ -123,6 +126,7 @@ def predict_long(model, sequences: list[torch.Tensor], size: int, strategy: str,
         logits = model(ids.to(device), lengths.to(device), mask.to(device))["logits"]
         for i, p in zip(chosen, torch.softmax(logits.float(), -1).cpu()):
             probs[i] = p
+    model.train(was_training)
     owner_t = torch.tensor(owner)
     stacked = torch.stack(probs)  # (windows, C)
     total = torch.zeros(len(sequences), stacked.shape[1]).index_add_(0, owner_t, stacked)

@@ -345,18 +345,12 @@ def test_chunked_attention_equals_explicit_attention(chunk):
         chunked_attention(q, k, v, key_mask, 0)
 
 
-@pytest.mark.xfail(strict=True, raises=IndexError,
-                   reason="bug: chunked_attention reads mask.shape[-2], so a 1-D key mask (Tk,), which "
-                          "explicit_attention accepts, raises IndexError")
 def test_chunked_attention_accepts_a_1d_key_mask_like_explicit_attention():
     q, k, v = qkv(T=10)
     key_mask = torch.arange(10) < 8  # (Tk,): broadcast to every batch, head and query
     torch.testing.assert_close(chunked_attention(q, k, v, key_mask, 4), explicit_attention(q, k, v, key_mask)[0])
 
 
-@pytest.mark.xfail(strict=True,
-                   reason="bug: chunked_attention slices the mask's query rows chunk by chunk, so a mask "
-                          "with more query rows than q passes the per-chunk check and is silently cut")
 def test_chunked_attention_rejects_a_mask_with_too_many_query_rows():
     q, k, v = qkv(T=10)
     too_tall = torch.ones(3, 1, 15, 10, dtype=torch.bool)  # 15 query rows for 10 queries
@@ -404,6 +398,8 @@ def test_batch_size_for_recovers_slope_intercept_and_batch_count():
     assert table.loc[128, "batch that fits"] == 77 and table.loc[256, "batch that fits"] == 38
     with pytest.raises(ValueError, match="need at least two batch sizes"):
         batch_size_for(steps[steps["batch"] == 4], 1024 * MB)
+    too_big = batch_size_for(steps.assign(peak_bytes=steps["peak_bytes"] + 2000 * MB), 1024 * MB)
+    assert (too_big["batch that fits"] == 0).all()  # the fixed part alone exceeds the memory
     flat = steps.assign(peak_bytes=100 * MB)
     with pytest.raises(ValueError, match="does not grow with the batch"):
         batch_size_for(flat, 1024 * MB)
@@ -540,6 +536,8 @@ def test_windows_leave_short_sequences_alone(strategy):
 def test_windows_rejects_unknown_strategy():
     with pytest.raises(ValueError, match="strategy must be 'truncate', 'head_tail' or 'chunks'"):
         windows(torch.arange(10), 4, "middle")
+    with pytest.raises(ValueError, match="window size must be >= 1"):
+        windows(torch.arange(10), 0, "chunks")
 
 
 def test_predict_long_returns_mean_window_probabilities():
@@ -560,6 +558,9 @@ def test_predict_long_returns_mean_window_probabilities():
     torch.testing.assert_close(results["chunks"][3], expected, atol=1e-5, rtol=1e-5)
     torch.testing.assert_close(predict_long(model, sequences, 6, "chunks", batch_size=64), results["chunks"],
                                atol=1e-5, rtol=1e-5)  # the batching does not change the answer
+    model.train()
+    predict_long(model, sequences, 6, "chunks")
+    assert model.training  # the caller's mode is restored
 
 
 # ---------------------------------------------------------------- it learns
