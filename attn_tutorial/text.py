@@ -63,12 +63,25 @@ class Vocab:
         return [self.itos[i] for i in ids]
 
 
-def encode_texts(texts: Iterable[str], vocab: Vocab, max_len: int | None = None) -> list[torch.Tensor]:
-    """Token ids of each text (1-D LongTensors), cut to ``max_len``; empty texts become [<unk>]."""
+TRUNCATIONS = ("head", "head_tail")
+
+
+def encode_texts(texts: Iterable[str], vocab: Vocab, max_len: int | None = None,
+                 truncation: str = "head") -> list[torch.Tensor]:
+    """Token ids of each text (1-D LongTensors); empty texts become [<unk>].
+
+    Texts longer than ``max_len`` keep their first ``max_len`` tokens (``truncation="head"``) or
+    their first and last ``max_len // 2`` (``"head_tail"``: reviews often end with the verdict).
+    """
+    if truncation not in TRUNCATIONS:
+        raise ValueError(f"truncation must be one of {TRUNCATIONS}, got {truncation!r}")
     encoded = []
     for text in texts:
-        ids = vocab.encode(tokenize(text))[:max_len] or [vocab.unk_id]
-        encoded.append(torch.tensor(ids, dtype=torch.long))
+        ids = vocab.encode(tokenize(text))
+        if max_len is not None and len(ids) > max_len:
+            tail = max_len // 2 if truncation == "head_tail" else 0
+            ids = ids[: max_len - tail] + ids[len(ids) - tail:] if tail else ids[:max_len]
+        encoded.append(torch.tensor(ids or [vocab.unk_id], dtype=torch.long))
     return encoded
 
 
@@ -126,10 +139,11 @@ class BucketBatchSampler(torch.utils.data.Sampler):
 class TextClassificationDataset(torch.utils.data.Dataset):
     """Encoded texts (1-D id tensors, at most ``max_len`` long) with integer labels."""
 
-    def __init__(self, texts: list[str], labels: list[int], vocab: Vocab, max_len: int | None = None):
+    def __init__(self, texts: list[str], labels: list[int], vocab: Vocab, max_len: int | None = None,
+                 truncation: str = "head"):
         if len(texts) != len(labels):
             raise ValueError(f"got {len(texts)} texts but {len(labels)} labels")
-        self.sequences = encode_texts(texts, vocab, max_len)
+        self.sequences = encode_texts(texts, vocab, max_len, truncation)
         self.labels = torch.as_tensor(labels, dtype=torch.long)
         self.pad_id = vocab.pad_id
 
@@ -150,8 +164,9 @@ class TextClassificationDataset(torch.utils.data.Dataset):
         return torch.utils.data.DataLoader(self, batch_sampler=sampler, collate_fn=self.collate)
 
 
-def imdb_text_data(profile, seed: int = 0):
-    """Train/validation/test datasets and the vocabulary (built on the training part only)."""
+def imdb_text_data(profile, seed: int = 0, truncation: str = "head"):
+    """Train/validation/test datasets and the vocabulary (built on the training part only);
+    reviews longer than ``profile.max_len`` are cut as ``truncation`` says."""
     from attn_tutorial.data import load_dataset, take_subset, train_val_split
 
     imdb = load_dataset("imdb")
@@ -159,5 +174,6 @@ def imdb_text_data(profile, seed: int = 0):
     train, val = train_val_split(train_full, profile.val_fraction, seed=seed)
     test = take_subset(imdb["test"], profile.test_size, seed=0)  # same reviews for every seed
     vocab = Vocab.build((tokenize(t) for t in train["text"]), min_freq=2, max_size=profile.vocab_size)
-    make = lambda split: TextClassificationDataset(split["text"], split["label"], vocab, profile.max_len)
+    make = lambda split: TextClassificationDataset(split["text"], split["label"], vocab, profile.max_len,
+                                                   truncation)
     return make(train), make(val), make(test), vocab

@@ -211,6 +211,7 @@ def fit(
     retrain: bool = False,
     num_classes: int = 2,
     max_grad_norm: float | None = 1.0,
+    schedule: str = "constant",
     progress: bool | None = None,
 ) -> dict:
     """Train ``model``; return its history. It ends with its best validation weights.
@@ -223,6 +224,8 @@ def fit(
         monitor: "accuracy", "f1" (maximised) or "loss" (minimised).
         checkpoint: where the best weights are saved; a finished checkpoint there is
             loaded instead of training, unless ``retrain``.
+        schedule: "constant" learning rate, or "cosine" decay from ``lr`` to 0 over
+            ``epochs`` (per step; early stopping may end training before the end).
         progress: False hides the progress bar; None leaves it to tqdm
             (``TQDM_DISABLE=1`` hides it).
 
@@ -232,6 +235,8 @@ def fit(
     """
     if epochs < 1:
         raise ValueError(f"epochs must be >= 1, got {epochs}")
+    if schedule not in ("constant", "cosine"):
+        raise ValueError(f"schedule must be 'constant' or 'cosine', got {schedule!r}")
     if monitor not in ("accuracy", "f1", "loss"):
         raise ValueError(f"monitor must be 'accuracy', 'f1' or 'loss', got {monitor!r}")
     device = device or get_device()
@@ -251,6 +256,12 @@ def fit(
         progress is None and os.environ.get("TQDM_DISABLE", "").lower() in ("1", "true")
     )
     optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=weight_decay)
+    scheduler = None
+    if schedule == "cosine":
+        total = max(epochs * len(train_loader), 1)
+        scheduler = torch.optim.lr_scheduler.LambdaLR(
+            optimizer, lambda step: 0.5 * (1 + math.cos(math.pi * min(step, total) / total))
+        )
     scaler = torch.amp.GradScaler(
         device.type, enabled=autocast_dtype(device) == torch.float16
     )
@@ -280,6 +291,8 @@ def fit(
                 nn.utils.clip_grad_norm_(model.parameters(), max_grad_norm)
             scaler.step(optimizer)
             scaler.update()
+            if scheduler is not None:
+                scheduler.step()
             running += loss.item() * labels.numel()
             seen += labels.numel()
             bar.set_postfix(loss=f"{running / seen:.4f}")
