@@ -24,10 +24,14 @@ def masked_softmax(scores: torch.Tensor, mask: torch.Tensor | None, dim: int = -
         return torch.softmax(scores.float(), dim).to(scores.dtype)
     if mask.dtype != torch.bool:
         raise TypeError(f"mask must be bool (True = attend), got {mask.dtype}")
-    mask = mask.expand_as(scores)
-    has_any = mask.any(dim, keepdim=True)
-    filled = scores.float().masked_fill(~mask, float("-inf")).masked_fill(~has_any, 0.0)
-    weights = torch.softmax(filled, dim).masked_fill(~has_any, 0.0)
+    if torch.broadcast_shapes(mask.shape, scores.shape) != scores.shape:
+        raise ValueError(f"mask {tuple(mask.shape)} does not broadcast to scores {tuple(scores.shape)}")
+    # Work on the mask as given (often (B, 1, T)): no full-size boolean copies.
+    has_any = mask.any(dim, keepdim=True)  # False for rows with nothing to attend to
+    filled = scores.float().masked_fill(~mask, float("-inf"))
+    if bool(has_any.all()):  # the common case: two passes over the scores, not four
+        return torch.softmax(filled, dim).to(scores.dtype)
+    weights = torch.softmax(filled.masked_fill(~has_any, 0.0), dim).masked_fill(~has_any, 0.0)
     return weights.to(scores.dtype)
 
 

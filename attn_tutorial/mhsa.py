@@ -70,7 +70,7 @@ def explicit_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
         no allowed key have zero weights and a zero context.
     """
     _check_qkv(q, k, v, mask)
-    scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])  # (B, H, Tq, Tk)
+    scores = (q / math.sqrt(q.shape[-1])) @ k.transpose(-2, -1)  # (B, H, Tq, Tk); scale the smaller tensor
     weights = masked_softmax(scores, mask)  # float32 softmax, zeros for empty rows
     dropped = F.dropout(weights, dropout_p) if dropout_p > 0 else weights
     return dropped @ v, weights

@@ -251,6 +251,17 @@ def records_table(name: str, metrics: tuple[str, ...] | None = None):
     return pd.DataFrame(rows).set_index("profile")
 
 
+def comparison_table(names, metrics: tuple[str, ...] = ("accuracy", "f1")):
+    """Several experiments in one table, one row per (experiment, recorded profile)."""
+    import pandas as pd
+
+    tables = [records_table(name, metrics).assign(experiment=name) for name in names]
+    tables = [t for t in tables if len(t)]
+    if not tables:
+        return pd.DataFrame()
+    return pd.concat(tables).reset_index().set_index(["experiment", "profile"])
+
+
 def provenance(name: str) -> list[str]:
     """One line per recorded profile: seeds, versions, commit, date and the producing command."""
     lines = []
