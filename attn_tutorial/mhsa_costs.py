@@ -257,7 +257,7 @@ def _fit_line(xs: list[float], ys: list[float]) -> tuple[float, float]:
     return slope, mean_y - slope * mean_x
 
 
-def train_step_table(lengths, batches=(4, 8), vocab: int = 20_000, embed: int = 64, hidden: int = 64,
+def train_step_table(lengths, batches=(4, 16), vocab: int = 20_000, embed: int = 64, hidden: int = 64,
                      heads: int = 4, device: str = "cpu", workers: int = 2):
     """Measured peak of one training step of the chapter's classifier, per length and batch."""
     from concurrent.futures import ThreadPoolExecutor
@@ -279,7 +279,7 @@ def run_memory(ctx: RunContext) -> dict:
     largest = forward[forward["length"] == forward["length"].max()]
     metrics = {f"peak_over_formula_{row['kind']}_n{row['length']}": float(row["peak / formula"])
                for _, row in largest.iterrows()}
-    steps = train_step_table([128, 256] if small else [128, 256, 512, 1024], (2, 4) if small else (4, 8),
+    steps = train_step_table([128, 256] if small else [128, 256, 512, 1024], (4, 16),
                              embed=ctx.profile.embed_dim, hidden=ctx.profile.hidden_dim, device=device)
     fits = batch_size_for(steps, 16 * 10**9)
     metrics.update({f"batch_16GB_n{n}": int(b) for n, b in fits["batch that fits"].items()})

@@ -239,7 +239,8 @@ def records_table(name: str, metrics: tuple[str, ...] | None = None):
                 mean, std, label = 100 * s["mean"], 100 * s["std"], f"{metric} (%)"
                 row[label] = f"{mean:.2f} ± {std:.2f}" if s["n"] > 1 else f"{mean:.2f}"
             else:
-                row[metric] = f"{s['mean']:.3g} ± {s['std']:.2g}" if s["n"] > 1 else f"{s['mean']:.3g}"
+                mean = f"{s['mean']:,.0f}" if abs(s["mean"]) >= 1000 else f"{s['mean']:.3g}"
+                row[metric] = f"{mean} ± {s['std']:.2g}" if s["n"] > 1 else mean
         first = rec["runs"][0]
         if first.get("n_params") is not None:
             row["parameters"] = first.get("n_params")
