@@ -43,11 +43,12 @@ class AttentionPoolingClassifier(nn.Module):
         return {"logits": self.head(self.dropout(pooled)), "penalty": penalty, "weights": weights}
 
 
-def _run(ctx: RunContext, hops: int) -> dict:
+def _run(ctx: RunContext, hops: int, penalty_weight: float = 1.0) -> dict:
     generator = torch.Generator().manual_seed(ctx.seed)
     train, val, test, vocab = imdb_text_data(ctx.profile, ctx.seed)
     p = ctx.profile
-    model = AttentionPoolingClassifier(len(vocab), p.embed_dim, p.hidden_dim, hops=hops, pad_id=vocab.pad_id)
+    model = AttentionPoolingClassifier(len(vocab), p.embed_dim, p.hidden_dim, hops=hops,
+                                       penalty_weight=penalty_weight, pad_id=vocab.pad_id)
     history = fit(model, train.loader(p.batch_size, True, generator), val.loader(p.batch_size, False),
                   epochs=p.epochs, lr=2e-3, device=ctx.device, patience=p.patience,
                   checkpoint=ctx.checkpoint, retrain=ctx.retrain, progress=ctx.progress)
@@ -56,7 +57,7 @@ def _run(ctx: RunContext, hops: int) -> dict:
             "n_params": sum(q.numel() for q in model.parameters()),
             "epochs_run": len(history["epochs"]), "time_per_epoch_s": round(history["time_per_epoch_s"], 3),
             "reused_checkpoint": history["reused_checkpoint"],
-            "extra": {"history": history["epochs"], "hops": hops}}
+            "extra": {"history": history["epochs"], "hops": hops, "penalty_weight": penalty_weight}}
 
 
 @experiment("ch02_attnpool", "IMDB, BiLSTM + additive attention pooling with a learned query, chapter 2")
@@ -67,3 +68,8 @@ def run_attention_pooling(ctx: RunContext) -> dict:
 @experiment("ch02_selfattentive", "IMDB, BiLSTM + structured self-attention (4 hops, penalty 1.0), chapter 2")
 def run_structured(ctx: RunContext) -> dict:
     return _run(ctx, hops=4)
+
+
+@experiment("ch02_selfattentive_p01", "IMDB, BiLSTM + structured self-attention (4 hops, penalty 0.1), chapter 2")
+def run_structured_small_penalty(ctx: RunContext) -> dict:
+    return _run(ctx, hops=4, penalty_weight=0.1)
