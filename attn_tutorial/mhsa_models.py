@@ -13,7 +13,7 @@ from attn_tutorial.paths import checkpoint_path
 from attn_tutorial.results import RunContext, experiment
 from attn_tutorial.rnn import BiLSTMEncoder, masked_mean
 from attn_tutorial.text import encode_texts, imdb_text_data, pad_batch
-from attn_tutorial.training import evaluate, fit
+from attn_tutorial.training import evaluate, fit, training_summary
 
 
 class ArticleBiLSTMMultiHeadAttention(nn.Module):
@@ -79,10 +79,7 @@ def _train(ctx: RunContext, profile=None, checkpoint=None):
 def run_mhsa(ctx: RunContext) -> dict:
     model, history, (_, _, test, _) = _train(ctx)
     metrics = evaluate(model, test.loader(ctx.profile.batch_size, False), ctx.device)
-    return {"metrics": {"accuracy": metrics["accuracy"], "f1": metrics["f1"]},
-            "n_params": sum(q.numel() for q in model.parameters()),
-            "epochs_run": len(history["epochs"]), "time_per_epoch_s": round(history["time_per_epoch_s"], 3),
-            "reused_checkpoint": history["reused_checkpoint"], "extra": {"history": history["epochs"]}}
+    return training_summary(model, history, metrics)
 
 
 def windows(sequence: torch.Tensor, size: int, strategy: str) -> list[torch.Tensor]:

@@ -11,7 +11,7 @@ from attn_tutorial.attention import AttentionPooling, StructuredSelfAttention
 from attn_tutorial.results import RunContext, experiment
 from attn_tutorial.rnn import BiLSTMEncoder
 from attn_tutorial.text import imdb_text_data
-from attn_tutorial.training import evaluate, fit
+from attn_tutorial.training import evaluate, fit, training_summary
 
 
 class AttentionPoolingClassifier(nn.Module):
@@ -53,11 +53,7 @@ def _run(ctx: RunContext, hops: int, penalty_weight: float = 1.0) -> dict:
                   epochs=p.epochs, lr=2e-3, device=ctx.device, patience=p.patience,
                   checkpoint=ctx.checkpoint, retrain=ctx.retrain, progress=ctx.progress)
     metrics = evaluate(model, test.loader(p.batch_size, False), ctx.device)
-    return {"metrics": {"accuracy": metrics["accuracy"], "f1": metrics["f1"]},
-            "n_params": sum(q.numel() for q in model.parameters()),
-            "epochs_run": len(history["epochs"]), "time_per_epoch_s": round(history["time_per_epoch_s"], 3),
-            "reused_checkpoint": history["reused_checkpoint"],
-            "extra": {"history": history["epochs"], "hops": hops, "penalty_weight": penalty_weight}}
+    return training_summary(model, history, metrics, hops=hops, penalty_weight=penalty_weight)
 
 
 @experiment("ch02_attnpool", "IMDB, BiLSTM + additive attention pooling with a learned query, chapter 2")

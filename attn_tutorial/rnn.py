@@ -111,7 +111,7 @@ class BiLSTMClassifier(nn.Module):
 
 from attn_tutorial.results import RunContext, experiment
 from attn_tutorial.text import imdb_text_data
-from attn_tutorial.training import evaluate, fit
+from attn_tutorial.training import evaluate, fit, training_summary
 
 
 @experiment("ch01_bilstm", "IMDB, BiLSTM (reverse-within-length) + masked mean/max pooling, chapter 1")
@@ -124,12 +124,5 @@ def run_bilstm(ctx: RunContext) -> dict:
                   epochs=p.epochs, lr=2e-3, device=ctx.device, patience=p.patience,
                   checkpoint=ctx.checkpoint, retrain=ctx.retrain, progress=ctx.progress)
     metrics = evaluate(model, test.loader(p.batch_size, False), ctx.device)
-    return {
-        "metrics": {"accuracy": metrics["accuracy"], "f1": metrics["f1"]},
-        "n_params": sum(q.numel() for q in model.parameters()),
-        "epochs_run": len(history["epochs"]),
-        "time_per_epoch_s": round(history["time_per_epoch_s"], 3),
-        "reused_checkpoint": history["reused_checkpoint"],
-        "extra": {"history": history["epochs"], "vocab_size": len(vocab),
-                  "sizes": {"train": len(train), "validation": len(val), "test": len(test)}},
-    }
+    return training_summary(model, history, metrics, vocab_size=len(vocab),
+                            sizes={"train": len(train), "validation": len(val), "test": len(test)})

@@ -11,7 +11,7 @@ from torch import nn
 
 from attn_tutorial.data import load_dataset, take_subset, train_val_split
 from attn_tutorial.results import RunContext, experiment
-from attn_tutorial.training import evaluate, fit
+from attn_tutorial.training import evaluate, fit, training_summary
 
 
 def make_hasher(vocab_size: int, ngrams: int = 2) -> HashingVectorizer:
@@ -119,19 +119,7 @@ def run_bag_of_ngrams(ctx: RunContext) -> dict:
         progress=ctx.progress,
     )
     test_metrics = evaluate(model, test, ctx.device)
-    return {
-        "metrics": {"accuracy": test_metrics["accuracy"], "f1": test_metrics["f1"]},
-        "n_params": sum(p.numel() for p in model.parameters()),
-        "epochs_run": len(history["epochs"]),
-        "time_per_epoch_s": round(history["time_per_epoch_s"], 3),
-        "reused_checkpoint": history["reused_checkpoint"],
-        "extra": {
-            "history": history["epochs"],
-            "best_epoch": history["best_epoch"],
-            "sizes": {
-                "train": len(train.dataset),
-                "validation": len(val.dataset),
-                "test": len(test.dataset),
-            },
-        },
-    }
+    sizes = {"train": len(train.dataset), "validation": len(val.dataset), "test": len(test.dataset)}
+    return training_summary(
+        model, history, test_metrics, best_epoch=history["best_epoch"], sizes=sizes
+    )

@@ -334,3 +334,16 @@ def fit(
     if checkpoint is not None:
         save_checkpoint(checkpoint, model, finished=True, history=result)
     return {**result, "reused_checkpoint": False}
+
+
+def training_summary(model: nn.Module, history: dict, test_metrics: dict, **extra) -> dict:
+    """What a trained experiment returns: test accuracy and F1, parameters, epochs, time per
+    epoch, checkpoint reuse, and ``extra`` with the per-epoch history."""
+    return {
+        "metrics": {"accuracy": test_metrics["accuracy"], "f1": test_metrics["f1"]},
+        "n_params": sum(p.numel() for p in model.parameters()),
+        "epochs_run": len(history["epochs"]),
+        "time_per_epoch_s": round(history["time_per_epoch_s"], 3),
+        "reused_checkpoint": history["reused_checkpoint"],
+        "extra": {"history": history["epochs"], **extra},
+    }

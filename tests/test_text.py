@@ -79,3 +79,16 @@ def test_dataset_collate_gives_the_training_loop_format():
     assert batch["mask"].sum(1).tolist() == batch["lengths"].tolist()
     with pytest.raises(ValueError, match="2 texts but 1 labels"):
         text.TextClassificationDataset(["a", "b"], [1], vocab)
+
+
+def test_head_tail_truncation_keeps_both_ends():
+    vocab = text.Vocab.build([[f"w{i}" for i in range(10)]], min_freq=1)
+    words = " ".join(f"w{i}" for i in range(10))
+    (head,) = text.encode_texts([words], vocab, max_len=5)
+    (both,) = text.encode_texts([words], vocab, max_len=5, truncation="head_tail")
+    assert vocab.decode(head.tolist()) == ["w0", "w1", "w2", "w3", "w4"]
+    assert vocab.decode(both.tolist()) == ["w0", "w1", "w2", "w8", "w9"]  # 3 from the head, 2 from the tail
+    (short,) = text.encode_texts(["w1 w2"], vocab, max_len=5, truncation="head_tail")
+    assert vocab.decode(short.tolist()) == ["w1", "w2"]
+    with pytest.raises(ValueError, match="truncation must be one of"):
+        text.encode_texts([words], vocab, max_len=5, truncation="middle")

@@ -203,3 +203,41 @@ def test_penalty_returned_by_a_model_is_added_to_the_loss():
     assert "accuracy" in training.evaluate(penalised, val)
     with pytest.raises(TypeError, match="without 'logits'"):
         training.split_output({"scores": torch.zeros(1)})
+
+
+def test_cosine_schedule_decays_the_learning_rate_to_zero(monkeypatch):
+    """With schedule="cosine" the rate starts at lr and falls monotonically to about 0 by the
+    last step (lr * (1 + cos(pi * step / total)) / 2, per step)."""
+    optimizers = []
+    original = torch.optim.AdamW
+
+    def recording_adamw(*args, **kwargs):
+        optimizers.append(original(*args, **kwargs))
+        return optimizers[-1]
+
+    class Spy(Linear):
+        rates = []
+
+        def forward(self, features):
+            if self.training:
+                self.rates.append(optimizers[-1].param_groups[0]["lr"])
+            return super().forward(features)
+
+    monkeypatch.setattr(torch.optim, "AdamW", recording_adamw)
+    training.seed_everything(0)
+    train, val = toy_batches()
+    training.fit(Spy(), train, val, epochs=2, lr=0.1, device=torch.device("cpu"), progress=False,
+                 schedule="cosine")
+    rates = Spy.rates
+    assert len(rates) == 2 * len(train) and rates[0] == pytest.approx(0.1)
+    assert all(a > b for a, b in zip(rates, rates[1:])) and rates[-1] < 0.005
+    with pytest.raises(ValueError, match="schedule must be"):
+        training.fit(Linear(), train, val, epochs=1, schedule="linear", progress=False)
+
+
+def test_training_summary_has_what_a_record_needs():
+    model, history = train_once(0)
+    summary = training.training_summary(model, history, {"accuracy": 0.9, "f1": 0.8, "loss": 0.3}, note="x")
+    assert summary["metrics"] == {"accuracy": 0.9, "f1": 0.8}
+    assert summary["n_params"] == 8 * 2 + 2 and summary["epochs_run"] == 3
+    assert summary["extra"]["note"] == "x" and len(summary["extra"]["history"]) == 3
