@@ -16,8 +16,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from attn_tutorial.attention import masked_softmax
-from attn_tutorial.mhsa import (_check_qkv, combine_masks, explicit_attention, merge_heads, sdpa_attention,
-                                split_heads)
+from attn_tutorial.mhsa import (check_qkv, check_layer_input, combine_masks, explicit_attention, merge_heads,
+                                sdpa_attention, split_heads)
 
 
 def first_difference(x: torch.Tensor, mask: torch.Tensor | None = None):
@@ -90,8 +90,8 @@ def diff_attention_explicit(q1, k1, q2, k2, v, lam, mask=None):
     broadcastable to ``(B, H, Tq, Tk)`` (True = may attend). Returns the context
     ``(B, H, Tq, dv)`` and the differential map ``(B, H, Tq, Tk)`` (rows sum to ``1 - lam``).
     """
-    _check_qkv(q1, k1, v, mask)
-    _check_qkv(q2, k2, v, mask)
+    check_qkv(q1, k1, v, mask)
+    check_qkv(q2, k2, v, mask)
     scale = 1 / math.sqrt(q1.shape[-1])
     a1 = masked_softmax((q1 * scale) @ k1.transpose(-2, -1), mask)  # (B, H, Tq, Tk), float32 inside
     a2 = masked_softmax((q2 * scale) @ k2.transpose(-2, -1), mask)
@@ -161,10 +161,7 @@ class MultiHeadDiffAttention(nn.Module):
     def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None,
                 attn_mask: torch.Tensor | None = None, need_weights: bool = False,
                 implementation: str = "auto"):
-        if x.dim() != 3 or x.shape[-1] != self.embed_dim:
-            raise ValueError(f"expected x of shape (B, T, {self.embed_dim}), got {tuple(x.shape)}")
-        if implementation not in ("auto", "sdpa", "explicit"):
-            raise ValueError(f"implementation must be 'auto', 'sdpa' or 'explicit', got {implementation!r}")
+        check_layer_input(x, self.embed_dim, implementation)
         batch, length, _ = x.shape
         full_mask = combine_masks(mask, attn_mask, batch, length)  # (B|1, 1, T|1, T) or None
         q, k, v = self.in_proj(x).chunk(3, dim=-1)  # each (B, T, D)

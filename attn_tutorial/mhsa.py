@@ -36,7 +36,7 @@ def merge_heads(x: torch.Tensor) -> torch.Tensor:
     return x.transpose(1, 2).reshape(batch, length, heads * head_dim)
 
 
-def _check_qkv(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None) -> None:
+def check_qkv(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None) -> None:
     if q.dim() != 4 or k.dim() != 4 or v.dim() != 4:
         raise ValueError(f"q, k, v must be (B, H, T, d), got {tuple(q.shape)}, {tuple(k.shape)}, {tuple(v.shape)}")
     if not (q.is_floating_point() and q.dtype == k.dtype == v.dtype):
@@ -69,7 +69,7 @@ def explicit_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
         context ``(B, H, Tq, dv)`` and the weights ``(B, H, Tq, Tk)`` before dropout; rows with
         no allowed key have zero weights and a zero context.
     """
-    _check_qkv(q, k, v, mask)
+    check_qkv(q, k, v, mask)
     scores = (q / math.sqrt(q.shape[-1])) @ k.transpose(-2, -1)  # (B, H, Tq, Tk); scale the smaller tensor
     weights = masked_softmax(scores, mask)  # float32 softmax, zeros for empty rows
     dropped = F.dropout(weights, dropout_p) if dropout_p > 0 else weights
@@ -80,7 +80,7 @@ def sdpa_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
                    mask: torch.Tensor | None = None, dropout_p: float = 0.0) -> torch.Tensor:
     """The same result as :func:`explicit_attention` from ``F.scaled_dot_product_attention``;
     returns only the context ``(B, H, Tq, dv)`` (the fused kernels never form the weights)."""
-    _check_qkv(q, k, v, mask)
+    check_qkv(q, k, v, mask)
     if mask is None:
         return F.scaled_dot_product_attention(q, k, v, dropout_p=dropout_p)
     empty = ~mask.any(-1, keepdim=True)  # rows with no allowed key
@@ -106,6 +106,17 @@ def combine_masks(key_mask: torch.Tensor | None, attn_mask: torch.Tensor | None,
         pairs = attn_mask.view(-1, 1, length, length)  # (1 or B, 1, T, T)
         combined = pairs if combined is None else combined & pairs
     return combined
+
+
+IMPLEMENTATIONS = ("auto", "sdpa", "explicit")
+
+
+def check_layer_input(x: torch.Tensor, embed_dim: int, implementation: str = "auto") -> None:
+    """The argument checks every attention layer of the course shares."""
+    if x.dim() != 3 or x.shape[-1] != embed_dim:
+        raise ValueError(f"expected x of shape (B, T, {embed_dim}), got {tuple(x.shape)}")
+    if implementation not in IMPLEMENTATIONS:
+        raise ValueError(f"implementation must be 'auto', 'sdpa' or 'explicit', got {implementation!r}")
 
 
 class MultiHeadSelfAttention(nn.Module):
@@ -143,10 +154,7 @@ class MultiHeadSelfAttention(nn.Module):
     def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None,
                 attn_mask: torch.Tensor | None = None, need_weights: bool = False,
                 implementation: str = "auto"):
-        if x.dim() != 3 or x.shape[-1] != self.embed_dim:
-            raise ValueError(f"expected x of shape (B, T, {self.embed_dim}), got {tuple(x.shape)}")
-        if implementation not in ("auto", "sdpa", "explicit"):
-            raise ValueError(f"implementation must be 'auto', 'sdpa' or 'explicit', got {implementation!r}")
+        check_layer_input(x, self.embed_dim, implementation)
         batch, length, _ = x.shape
         full_mask = combine_masks(mask, attn_mask, batch, length)  # (B|1, 1, T|1, T) or None
         q, k, v = self.in_proj(x).chunk(3, dim=-1)  # each (B, T, D)

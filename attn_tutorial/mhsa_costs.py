@@ -16,7 +16,7 @@ import torch
 import torch.utils.benchmark as benchmark
 
 from attn_tutorial.attention import masked_softmax
-from attn_tutorial.mhsa import MultiHeadSelfAttention, _check_qkv, explicit_attention, sdpa_attention
+from attn_tutorial.mhsa import MultiHeadSelfAttention, check_qkv, explicit_attention, sdpa_attention
 from attn_tutorial.results import RunContext, experiment
 
 
@@ -178,7 +178,7 @@ def chunked_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
     """
     if chunk < 1:
         raise ValueError(f"chunk must be >= 1, got {chunk}")
-    _check_qkv(q, k, v, mask)  # the whole mask, before it is sliced
+    check_qkv(q, k, v, mask)  # the whole mask, before it is sliced
     per_query = mask is not None and mask.dim() >= 2 and mask.shape[-2] > 1
     parts = []
     for start in range(0, q.shape[-2], chunk):
