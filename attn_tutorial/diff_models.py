@@ -12,10 +12,13 @@ import statistics
 import torch
 from torch import nn
 
-from attn_tutorial.differential import MultiHeadDiffAttention
+from attn_tutorial.differential import DifferenceSequenceAttention, MultiHeadDiffAttention
 from attn_tutorial.mhsa import MultiHeadSelfAttention
 from attn_tutorial.mhsa_costs import time_forward_backward
 from attn_tutorial.results import RunContext, experiment
+from attn_tutorial.rnn import BiLSTMEncoder, masked_mean
+from attn_tutorial.text import imdb_text_data
+from attn_tutorial.training import evaluate, fit, training_summary
 
 
 class ArticleBiLSTM(nn.Module):
@@ -71,6 +74,61 @@ class ArticleMultiHeadDifferentialAttention(nn.Module):
         attention_output = attention_output.permute(0, 2, 1, 3).contiguous()
         attention_output = attention_output.view(batch_size, seq_len, hidden_size)
         return self.out(attention_output)
+
+
+class BiLSTMAttentionClassifier(nn.Module):
+    """Embedding -> BiLSTM (never reads padding) -> one attention layer -> masked mean -> linear.
+
+    ``attention`` is ``"mhsa"`` (``num_heads`` heads), ``"difference"`` (difference-sequence
+    attention, ``num_heads`` heads) or ``"diff"`` (Differential Transformer attention with
+    ``num_heads // 2`` heads, equal projection parameters). Shapes: ids ``(B, T)``, lengths
+    ``(B,)``, mask ``(B, T)`` -> ``{"logits": (B, C), "weights": ... or None}``.
+    """
+
+    KINDS = ("mhsa", "difference", "diff")
+
+    def __init__(self, vocab_size: int, embed_dim: int, hidden_dim: int, attention: str,
+                 num_heads: int = 4, num_classes: int = 2, dropout: float = 0.3, pad_id: int = 0):
+        super().__init__()
+        if attention not in self.KINDS:
+            raise ValueError(f"attention must be one of {self.KINDS}, got {attention!r}")
+        width = 2 * hidden_dim
+        self.embedding = nn.Embedding(vocab_size, embed_dim, padding_idx=pad_id)
+        self.encoder = BiLSTMEncoder(embed_dim, hidden_dim)
+        self.attention = {"mhsa": lambda: MultiHeadSelfAttention(width, num_heads),
+                          "difference": lambda: DifferenceSequenceAttention(width, num_heads),
+                          "diff": lambda: MultiHeadDiffAttention(width, num_heads // 2)}[attention]()
+        self.dropout = nn.Dropout(dropout)
+        self.head = nn.Linear(width, num_classes)
+
+    def forward(self, ids, lengths, mask, need_weights: bool = False) -> dict:
+        states = self.encoder(self.dropout(self.embedding(ids)), lengths)  # (B, T, 2H)
+        attended, weights = self.attention(states, mask, need_weights=need_weights)  # (B, T, 2H)
+        return {"logits": self.head(self.dropout(masked_mean(attended, mask))), "weights": weights}
+
+
+def _run_imdb(ctx: RunContext, attention: str) -> dict:
+    p = ctx.profile
+    generator = torch.Generator().manual_seed(ctx.seed)
+    train, val, test, vocab = imdb_text_data(p, ctx.seed)
+    model = BiLSTMAttentionClassifier(len(vocab), p.embed_dim, p.hidden_dim, attention, pad_id=vocab.pad_id)
+    history = fit(model, train.loader(p.batch_size, True, generator), val.loader(p.batch_size, False),
+                  epochs=p.epochs, lr=2e-3, device=ctx.device, patience=p.patience,
+                  checkpoint=ctx.checkpoint, retrain=ctx.retrain, progress=ctx.progress)
+    metrics = evaluate(model, test.loader(p.batch_size, False), ctx.device)
+    return training_summary(model, history, metrics, attention=attention)
+
+
+@experiment("ch04_difference", "IMDB, BiLSTM + difference-sequence attention (article 000, corrected; "
+            "4 heads) + masked mean, chapter 4")
+def run_difference(ctx: RunContext) -> dict:
+    return _run_imdb(ctx, "difference")
+
+
+@experiment("ch04_diff", "IMDB, BiLSTM + Differential Transformer attention (2 heads, equal parameters) "
+            "+ masked mean, chapter 4")
+def run_diff(ctx: RunContext) -> dict:
+    return _run_imdb(ctx, "diff")
 
 
 def compare_diff_with_mhsa(batch: int, length: int, dim: int, heads: int, device=None,

@@ -182,3 +182,35 @@ def test_diff_layer_in_bfloat16_and_bad_input():
         layer.float()(torch.randn(2, 5, 16))
     with pytest.raises(ValueError, match="implementation must be"):
         layer(x, implementation="fast")
+
+
+# ---------------------------------------------------------------- the IMDB classifiers
+
+@pytest.mark.parametrize("kind", ["mhsa", "difference", "diff"])
+def test_classifiers_are_padding_independent_and_learn_a_toy_task(kind):
+    from attn_tutorial import training
+    from attn_tutorial.diff_models import BiLSTMAttentionClassifier
+    from attn_tutorial.text import pad_batch
+    from conftest import contains_token_batches
+
+    torch.manual_seed(0)
+    model = BiLSTMAttentionClassifier(20, 16, 16, kind, num_heads=4, dropout=0.0).eval()
+    ids, lengths, mask = pad_batch([torch.tensor([5, 6, 7, 8]), torch.tensor([9, 3])])
+    with torch.no_grad():
+        batch = model(ids, lengths, mask)["logits"]
+        alone = model(ids[1:, :2], lengths[1:], mask[1:, :2])["logits"]
+    assert batch.shape == (2, 2)
+    torch.testing.assert_close(batch[1:], alone, atol=1e-5, rtol=1e-4)
+    training.seed_everything(0)
+    batches = contains_token_batches(n_batches=14)
+    model = BiLSTMAttentionClassifier(20, 16, 16, kind, num_heads=4, dropout=0.0)
+    history = training.fit(model, batches[:10], batches[10:12], epochs=8, lr=1e-2,
+                           device=torch.device("cpu"), progress=False)
+    assert history["best_value"] >= 0.9
+
+
+def test_classifier_rejects_unknown_attention():
+    from attn_tutorial.diff_models import BiLSTMAttentionClassifier
+
+    with pytest.raises(ValueError, match="attention must be one of"):
+        BiLSTMAttentionClassifier(20, 16, 16, "linear")
