@@ -76,6 +76,79 @@ class ArticleMultiHeadDifferentialAttention(nn.Module):
         return self.out(attention_output)
 
 
+def retrieval_batch(batch: int, n_pairs: int, n_keys: int, n_values: int, generator: torch.Generator):
+    """Keys ``(B, T)`` (distinct within an example), values ``(B, T)``, the queried position
+    ``(B,)`` and the target value ``(B,)``."""
+    if n_pairs > n_keys:
+        raise ValueError(f"n_pairs={n_pairs} needs at least as many distinct keys, got n_keys={n_keys}")
+    keys = torch.rand(batch, n_keys, generator=generator).argsort(-1)[:, :n_pairs]  # distinct keys
+    values = torch.randint(n_values, (batch, n_pairs), generator=generator)
+    position = torch.randint(n_pairs, (batch,), generator=generator)
+    return keys, values, position, values.gather(1, position[:, None]).squeeze(1)
+
+
+class RetrievalModel(nn.Module):
+    """Pairs ``key + value`` embedded at one position each, then the query key; one attention
+    layer (``"mhsa"`` with ``num_heads`` heads or ``"diff"`` with half as many); a linear layer
+    reads the query position. Key embeddings get ``noise`` (std) at every occurrence."""
+
+    def __init__(self, attention: str, n_keys: int, n_values: int, dim: int = 64, num_heads: int = 4,
+                 noise: float = 0.5):
+        super().__init__()
+        if attention not in ("mhsa", "diff"):
+            raise ValueError(f"attention must be 'mhsa' or 'diff', got {attention!r}")
+        self.key_embedding = nn.Embedding(n_keys, dim)
+        self.value_embedding = nn.Embedding(n_values, dim)
+        self.query_marker = nn.Parameter(torch.zeros(dim))
+        self.noise = noise
+        self.attention = (MultiHeadSelfAttention(dim, num_heads) if attention == "mhsa"
+                          else MultiHeadDiffAttention(dim, num_heads // 2))
+        self.readout = nn.Linear(dim, n_values)
+
+    def _noisy_keys(self, keys: torch.Tensor) -> torch.Tensor:
+        embedded = self.key_embedding(keys)
+        return embedded + self.noise * torch.randn_like(embedded)
+
+    def forward(self, keys, values, position, need_weights: bool = False):
+        pairs = self._noisy_keys(keys) + self.value_embedding(values)  # (B, T, D)
+        query_key = keys.gather(1, position[:, None])  # (B, 1)
+        query = self._noisy_keys(query_key) + self.query_marker  # (B, 1, D)
+        out, weights = self.attention(torch.cat([pairs, query], dim=1), need_weights=need_weights)
+        logits = self.readout(out[:, -1])  # (B, n_values): the query position
+        row = None if weights is None else weights[:, :, -1, :-1]  # (B, H, T): query -> pairs
+        return logits, row
+
+
+def train_retrieval(attention: str, n_pairs: int, steps: int, seed: int = 0, batch: int = 64,
+                    n_keys: int = 512, n_values: int = 16, noise: float = 0.5, lr: float = 3e-3,
+                    eval_size: int = 1024, device=None) -> dict:
+    """Train one model on fresh batches; return test accuracy and the query row's absolute
+    attention mass on the correct pair and on the distractors (fractions of the row's total)."""
+    device = torch.device(device or "cpu")
+    torch.manual_seed(seed)
+    generator = torch.Generator().manual_seed(seed)
+    model = RetrievalModel(attention, n_keys, n_values, noise=noise).to(device)
+    optimizer = torch.optim.Adam(model.parameters(), lr=lr)
+    for _ in range(steps):
+        keys, values, position, target = (t.to(device) for t in retrieval_batch(
+            batch, n_pairs, n_keys, n_values, generator))
+        loss = nn.functional.cross_entropy(model(keys, values, position)[0], target)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+    model.eval()
+    test_generator = torch.Generator().manual_seed(10_000 + seed)
+    keys, values, position, target = (t.to(device) for t in retrieval_batch(
+        eval_size, n_pairs, n_keys, n_values, test_generator))
+    with torch.no_grad():
+        logits, row = model(keys, values, position, need_weights=True)  # row: (B, H, T)
+    mass = row.abs() / row.abs().sum(-1, keepdim=True)  # (B, H, T), fractions of the row's total
+    on_target = mass.gather(2, position[:, None, None].expand(-1, mass.shape[1], 1)).mean().item()
+    return {"attention": attention, "n_pairs": n_pairs, "seed": seed,
+            "accuracy": (logits.argmax(-1) == target).float().mean().item(),
+            "mass_on_target": on_target, "mass_on_distractors": 1 - on_target}
+
+
 class BiLSTMAttentionClassifier(nn.Module):
     """Embedding -> BiLSTM (never reads padding) -> one attention layer -> masked mean -> linear.
 

@@ -214,3 +214,32 @@ def test_classifier_rejects_unknown_attention():
 
     with pytest.raises(ValueError, match="attention must be one of"):
         BiLSTMAttentionClassifier(20, 16, 16, "linear")
+
+
+# ---------------------------------------------------------------- the retrieval task
+
+def test_retrieval_batches_have_distinct_keys_and_the_right_targets():
+    from attn_tutorial.diff_models import retrieval_batch
+
+    keys, values, position, target = retrieval_batch(32, 10, 20, 5, torch.Generator().manual_seed(0))
+    assert keys.shape == values.shape == (32, 10) and position.shape == target.shape == (32,)
+    assert all(len(set(row.tolist())) == 10 for row in keys)  # distinct keys in each example
+    assert torch.equal(target, values[torch.arange(32), position])
+    assert values.max() < 5 and keys.max() < 20
+    with pytest.raises(ValueError, match="distinct keys"):
+        retrieval_batch(4, 30, 20, 5, torch.Generator())
+
+
+def test_retrieval_models_return_logits_and_the_query_row():
+    from attn_tutorial.diff_models import RetrievalModel, train_retrieval, retrieval_batch
+
+    keys, values, position, _ = retrieval_batch(3, 6, 20, 5, torch.Generator().manual_seed(0))
+    for kind, heads in (("mhsa", 4), ("diff", 2)):
+        model = RetrievalModel(kind, 20, 5, dim=16, num_heads=4).eval()
+        logits, row = model(keys, values, position, need_weights=True)
+        assert logits.shape == (3, 5) and row.shape == (3, heads, 6)
+    with pytest.raises(ValueError, match="attention must be"):
+        RetrievalModel("rnn", 20, 5)
+    result = train_retrieval("diff", 4, steps=5, n_keys=16, n_values=4, eval_size=32)
+    assert 0 <= result["accuracy"] <= 1
+    assert result["mass_on_target"] + result["mass_on_distractors"] == pytest.approx(1.0)
