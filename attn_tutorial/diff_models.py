@@ -121,9 +121,11 @@ class RetrievalModel(nn.Module):
 
 def train_retrieval(attention: str, n_pairs: int, steps: int, seed: int = 0, batch: int = 64,
                     n_keys: int = 512, n_values: int = 16, noise: float = 0.5, lr: float = 3e-3,
-                    eval_size: int = 1024, device=None) -> dict:
-    """Train one model on fresh batches; return test accuracy and the query row's absolute
-    attention mass on the correct pair and on the distractors (fractions of the row's total)."""
+                    device=None) -> RetrievalModel:
+    """Train one model with Adam on ``steps`` fresh batches of ``n_pairs`` pairs; returns it in
+    eval mode. The seed fixes the initial weights and the stream of batches."""
+    if steps < 1:
+        raise ValueError(f"steps must be >= 1, got {steps}")
     device = torch.device(device or "cpu")
     torch.manual_seed(seed)
     generator = torch.Generator().manual_seed(seed)
@@ -136,17 +138,51 @@ def train_retrieval(attention: str, n_pairs: int, steps: int, seed: int = 0, bat
         optimizer.zero_grad()
         loss.backward()
         optimizer.step()
-    model.eval()
-    test_generator = torch.Generator().manual_seed(10_000 + seed)
+    return model.eval()
+
+
+def evaluate_retrieval(model: RetrievalModel, n_pairs: int, seed: int = 0, size: int = 1024) -> dict:
+    """Accuracy on ``size`` held-out examples (their own generator) and where the query's
+    attention goes: the share of the row's absolute weight ``sum_j |A_j|`` on the queried pair
+    (``mass_on_target``) and on the ``n_pairs - 1`` distractors, averaged over heads and examples.
+    Also returns the test batch and the rows ``(size, H, n_pairs)`` for plots."""
+    device = next(model.parameters()).device
+    generator = torch.Generator().manual_seed(10_000 + seed)
     keys, values, position, target = (t.to(device) for t in retrieval_batch(
-        eval_size, n_pairs, n_keys, n_values, test_generator))
+        size, n_pairs, model.key_embedding.num_embeddings, model.readout.out_features, generator))
     with torch.no_grad():
         logits, row = model(keys, values, position, need_weights=True)  # row: (B, H, T)
     mass = row.abs() / row.abs().sum(-1, keepdim=True)  # (B, H, T), fractions of the row's total
     on_target = mass.gather(2, position[:, None, None].expand(-1, mass.shape[1], 1)).mean().item()
-    return {"attention": attention, "n_pairs": n_pairs, "seed": seed,
-            "accuracy": (logits.argmax(-1) == target).float().mean().item(),
-            "mass_on_target": on_target, "mass_on_distractors": 1 - on_target}
+    return {"accuracy": (logits.argmax(-1) == target).float().mean().item(),
+            "mass_on_target": on_target, "mass_on_distractors": 1 - on_target,
+            "position": position.cpu(), "rows": row.cpu()}
+
+
+# Sizes per profile: lengths T (pairs per example), Adam steps per model, held-out examples.
+RETRIEVAL_SIZES = {"smoke": {"lengths": (8, 16), "steps": 60, "eval_size": 256},
+                   "cpu": {"lengths": (16, 32, 64, 128), "steps": 800, "eval_size": 1024},
+                   "full": {"lengths": (16, 32, 64, 128, 256, 512), "steps": 4000, "eval_size": 4096}}
+
+
+@experiment("ch04_retrieval", "retrieval among noisy distractors: MHSA (4 heads) vs DIFF (2 heads), equal "
+            "parameters, accuracy and attention mass against length, chapter 4")
+def run_retrieval(ctx: RunContext) -> dict:
+    sizes = RETRIEVAL_SIZES[ctx.profile.name]
+    metrics, maps = {}, {}
+    for n_pairs in sizes["lengths"]:
+        for kind in ("mhsa", "diff"):
+            model = train_retrieval(kind, n_pairs, sizes["steps"], ctx.seed, device=ctx.device)
+            scores = evaluate_retrieval(model, n_pairs, ctx.seed, sizes["eval_size"])
+            metrics[f"accuracy_{kind}_T{n_pairs}"] = scores["accuracy"]
+            metrics[f"target_mass_{kind}_T{n_pairs}"] = scores["mass_on_target"]
+            if kind == "diff":
+                metrics[f"lambda_diff_T{n_pairs}"] = model.attention.lam().item()
+            if n_pairs == sizes["lengths"][1]:  # the query rows of three test examples, for the maps
+                maps[kind] = {"position": scores["position"][:3].tolist(),
+                              "rows": scores["rows"][:3].round(decimals=4).tolist()}
+    return {"metrics": metrics, "extra": {**sizes, "batch": 64, "n_keys": 512, "n_values": 16,
+                                          "noise": 0.5, "lr": 3e-3, "maps": maps}}
 
 
 class BiLSTMAttentionClassifier(nn.Module):

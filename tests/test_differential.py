@@ -240,6 +240,19 @@ def test_retrieval_models_return_logits_and_the_query_row():
         assert logits.shape == (3, 5) and row.shape == (3, heads, 6)
     with pytest.raises(ValueError, match="attention must be"):
         RetrievalModel("rnn", 20, 5)
-    result = train_retrieval("diff", 4, steps=5, n_keys=16, n_values=4, eval_size=32)
-    assert 0 <= result["accuracy"] <= 1
-    assert result["mass_on_target"] + result["mass_on_distractors"] == pytest.approx(1.0)
+    with pytest.raises(ValueError, match="steps must be"):
+        train_retrieval("mhsa", 4, steps=0)
+
+
+@pytest.mark.parametrize("kind", ["mhsa", "diff"])
+def test_retrieval_models_learn_above_chance_and_report_their_attention(kind):
+    from attn_tutorial.diff_models import evaluate_retrieval, train_retrieval
+
+    model = train_retrieval(kind, 4, steps=150, n_keys=32, n_values=4, noise=0.1, lr=1e-2)
+    scores = evaluate_retrieval(model, 4, size=256)
+    assert scores["accuracy"] > 0.6  # chance is 1/4
+    assert scores["mass_on_target"] + scores["mass_on_distractors"] == pytest.approx(1.0)
+    assert scores["mass_on_target"] > 0.25 + 0.1  # the query attends to its pair more than uniformly
+    assert scores["rows"].shape == (256, 2 if kind == "diff" else 4, 4)
+    if kind == "diff":
+        assert (scores["rows"] < 0).any()  # a differential map may go negative
