@@ -161,7 +161,7 @@ def evaluate_retrieval(model: RetrievalModel, n_pairs: int, seed: int = 0, size:
 
 # Sizes per profile: lengths T (pairs per example), Adam steps per model, held-out examples.
 RETRIEVAL_SIZES = {"smoke": {"lengths": (8, 16), "steps": 60, "eval_size": 256},
-                   "cpu": {"lengths": (16, 32, 64, 128), "steps": 800, "eval_size": 1024},
+                   "cpu": {"lengths": (16, 32, 64, 128, 256), "steps": 800, "eval_size": 1024},
                    "full": {"lengths": (16, 32, 64, 128, 256, 512), "steps": 4000, "eval_size": 4096}}
 
 
@@ -238,6 +238,38 @@ def run_difference(ctx: RunContext) -> dict:
             "+ masked mean, chapter 4")
 def run_diff(ctx: RunContext) -> dict:
     return _run_imdb(ctx, "diff")
+
+
+def time_classifier_steps(batch: int, length: int, embed_dim: int, hidden_dim: int, vocab_size: int = 50_000,
+                          device=None, rounds: int = 3, min_run_time: float = 0.5) -> dict[str, float]:
+    """Forward+backward ms of ``BiLSTMAttentionClassifier`` for each kind, in train mode, on one
+    batch of random ids ``(batch, length)`` whose lengths are spread between ``length // 4`` and
+    ``length`` (the rest is padding)."""
+    device = torch.device(device or "cpu")
+    generator = torch.Generator().manual_seed(0)
+    lengths = torch.randint(length // 4, length + 1, (batch,), generator=generator)
+    lengths[0] = length  # the batch is padded to its longest review
+    mask = torch.arange(length)[None, :] < lengths[:, None]  # (B, T)
+    ids = torch.randint(1, vocab_size, (batch, length), generator=generator).masked_fill(~mask, 0)
+    models = {}
+    for kind in BiLSTMAttentionClassifier.KINDS:
+        torch.manual_seed(0)
+        models[kind] = BiLSTMAttentionClassifier(vocab_size, embed_dim, hidden_dim, kind).to(device).train()
+    ids, mask = ids.to(device), mask.to(device)
+    return time_forward_backward({kind: (lambda t, m=model: m(t, lengths, mask)["logits"])
+                                  for kind, model in models.items()}, ids, rounds, min_run_time)
+
+
+@experiment("ch04_step_time", "forward+backward time of the three IMDB classifiers of chapter 4 (BiLSTM + "
+            "MHSA / difference-sequence / DIFF), same machine, same padded batch")
+def run_step_time(ctx: RunContext) -> dict:
+    p = ctx.profile
+    ms = time_classifier_steps(p.batch_size, p.max_len, p.embed_dim, p.hidden_dim, device=ctx.device,
+                               rounds=1 if p.name == "smoke" else 3)
+    return {"metrics": {**{f"ms_{kind}": t for kind, t in ms.items()},
+                        "ratio_difference": ms["difference"] / ms["mhsa"], "ratio_diff": ms["diff"] / ms["mhsa"]},
+            "extra": {"batch": p.batch_size, "length": p.max_len, "embed_dim": p.embed_dim,
+                      "hidden_dim": p.hidden_dim, "vocab_size": 50_000}}
 
 
 def compare_diff_with_mhsa(batch: int, length: int, dim: int, heads: int, device=None,

@@ -184,6 +184,24 @@ def test_diff_layer_in_bfloat16_and_bad_input():
         layer(x, implementation="fast")
 
 
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("implementation", ["sdpa", "explicit"])
+def test_diff_layer_in_half_precision_matches_float32_and_keeps_padding_out(dtype, implementation):
+    torch.manual_seed(0)
+    layer = MultiHeadDiffAttention(32, num_heads=2).eval()
+    x = 4 * torch.randn(2, 7, 32)  # large scores: a float16 softmax without float32 would overflow
+    mask = lengths_to_mask(torch.tensor([7, 4]))
+    with torch.no_grad():
+        reference, ref_w = layer(x, mask, need_weights=True, implementation=implementation)
+        low, low_w = layer.to(dtype)(x.to(dtype), mask, need_weights=True, implementation=implementation)
+    assert low.dtype == dtype and torch.isfinite(low).all()
+    tolerance = 0.02 if dtype == torch.float16 else 0.08
+    assert (low.float() - reference)[mask].abs().max() < tolerance * reference.abs().max()
+    assert low_w[1, :, :, 4:].abs().max() == 0  # padded keys get exactly zero weight
+    torch.testing.assert_close(low_w.float().sum(-1)[mask[:, None].expand(-1, 2, -1)],
+                               ref_w.sum(-1)[mask[:, None].expand(-1, 2, -1)], atol=0.02, rtol=0)
+
+
 # ---------------------------------------------------------------- the IMDB classifiers
 
 @pytest.mark.parametrize("kind", ["mhsa", "difference", "diff"])
