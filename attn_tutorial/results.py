@@ -244,8 +244,9 @@ def records_table(name: str, metrics: tuple[str, ...] | None = None):
         first = rec["runs"][0]
         if first.get("n_params") is not None:
             row["parameters"] = first.get("n_params")
-        if first.get("time_per_epoch_s") is not None:
-            row["s / epoch"] = first.get("time_per_epoch_s")
+        epoch_times = [run["time_per_epoch_s"] for run in rec["runs"] if run.get("time_per_epoch_s") is not None]
+        if epoch_times:  # the median over seeds: one run slowed by a neighbouring job does not set it
+            row["s / epoch"] = round(statistics.median(epoch_times), 1)
         rows.append(row)
     if not rows:
         return pd.DataFrame(columns=["profile", "device", "seeds", *metrics]).set_index("profile")
