@@ -254,3 +254,30 @@ def encode_questions(split: VQASplit, vocab: Vocab):
     if len(split) == 0:
         raise ValueError("the split has no questions")
     return pad_batch([torch.tensor(vocab.encode(tokenize(q))) for q in split.questions], vocab.pad_id)
+
+
+class VQADataset(torch.utils.data.Dataset):
+    """Questions of a ``VQASplit`` as training examples; ``collate`` builds a batch dict:
+    ``images (B, 3, H, W)`` float in [0, 1], ``ids (B, L)``, ``lengths (B,)``, ``mask (B, L)``,
+    ``labels (B,)``."""
+
+    def __init__(self, split: VQASplit, vocab: Vocab):
+        self.split, self.pad_id = split, vocab.pad_id
+        self.ids = [torch.tensor(vocab.encode(tokenize(q))) for q in split.questions]
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    def __getitem__(self, index: int) -> int:
+        return index
+
+    def collate(self, indices: list[int]) -> dict:
+        rows = torch.tensor(indices)
+        ids, lengths, mask = pad_batch([self.ids[i] for i in indices], self.pad_id)
+        images = self.split.images[self.split.image_index[rows]].float() / 255  # (B, 3, H, W)
+        return {"images": images, "ids": ids, "lengths": lengths, "mask": mask,
+                "labels": self.split.answers[rows]}
+
+    def loader(self, batch_size: int, shuffle: bool, generator: torch.Generator | None = None):
+        return torch.utils.data.DataLoader(self, batch_size=batch_size, shuffle=shuffle, generator=generator,
+                                           collate_fn=self.collate)
