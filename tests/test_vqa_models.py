@@ -6,7 +6,8 @@ import pytest
 import torch
 
 from attn_tutorial.vqa_data import VQADataset, generate_relational, question_vocab
-from attn_tutorial.vqa_models import GridEncoder, NoAttentionVQA, QuestionEncoder
+from attn_tutorial.vqa_models import (ArticleStackedAttention, GridEncoder, NoAttentionVQA, QuestionEncoder,
+                                      StackedAttention, StackedAttentionVQA)
 
 
 @pytest.fixture(autouse=True)
@@ -68,3 +69,45 @@ def test_baseline_fits_a_small_set_and_its_gradients_reach_both_encoders(relatio
     with torch.no_grad():
         accuracy = (model(**batch).argmax(-1) == labels).float().mean().item()
     assert loss.item() < 0.5 * first and accuracy > 0.8, (first, loss.item(), accuracy)
+
+
+def test_stacked_attention_equals_the_article_and_follows_the_paper():
+    torch.manual_seed(0)
+    article = ArticleStackedAttention(16, num_layers=2)
+    ours = StackedAttention.from_article(article)
+    u, regions = torch.randn(3, 16), torch.randn(3, 10, 16)
+    refined, maps = ours(u, regions)
+    torch.testing.assert_close(refined, article(u, regions))
+    assert maps.shape == (3, 2, 10)
+    torch.testing.assert_close(maps.sum(-1), torch.ones(3, 2))
+    # one hop by hand: u1 = u + sum_r p_r v_r
+    p = torch.softmax(ours.hops[0](u[:, None], regions)[:, 0], dim=-1)  # (B, R)
+    torch.testing.assert_close(maps[:, 0], p)
+    one_hop = StackedAttention(16, hops=1)
+    one_hop.hops[0].load_state_dict(ours.hops[0].state_dict())
+    torch.testing.assert_close(one_hop(u, regions)[0], u + (p[:, :, None] * regions).sum(1))
+
+
+def test_stacked_attention_masks_regions_and_rejects_bad_input():
+    torch.manual_seed(0)
+    san = StackedAttention(8, hops=2)
+    u, regions = torch.randn(2, 8), torch.randn(2, 5, 8)
+    mask = torch.tensor([[True] * 5, [True, True, False, False, False]])
+    refined, maps = san(u, regions, mask)
+    assert (maps[1, :, 2:] == 0).all()
+    changed = regions.clone()
+    changed[1, 2:] = 100.0  # masked regions cannot matter
+    torch.testing.assert_close(san(u, changed, mask)[0], refined)
+    with pytest.raises(ValueError, match="expected u"):
+        san(torch.randn(2, 6), regions)
+    with pytest.raises(ValueError, match="hops must be"):
+        StackedAttention(8, hops=0)
+
+
+def test_stacked_attention_vqa_returns_logits_and_hop_maps(relational):
+    vocab = question_vocab(relational)
+    batch = VQADataset(relational, vocab).collate(list(range(4)))
+    batch.pop("labels")
+    out = StackedAttentionVQA(len(vocab), len(relational.answer_names), dim=32)(**batch)
+    assert out["logits"].shape == (4, 12) and out["weights"].shape == (4, 2, 64)
+    out["logits"].sum().backward()
