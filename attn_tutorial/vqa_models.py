@@ -151,3 +151,86 @@ class StackedAttentionVQA(nn.Module):
         _, u = self.question(ids, lengths, mask)  # (B, dim)
         refined, weights = self.san(u, regions)  # (B, dim), (B, hops, R)
         return {"logits": self.classify(refined), "weights": weights}
+
+
+from attn_tutorial.results import RunContext, experiment
+from attn_tutorial.training import fit, training_summary
+from attn_tutorial.vqa_data import (VQA_SIZES, VQADataset, VQASplit, load_easy_vqa, question_vocab,
+                                    relational_splits)
+
+# Training sizes per profile: epochs, batch, model width, early-stopping patience.
+VQA_TRAINING = {"smoke": {"epochs": 1, "batch_size": 64, "dim": 32, "patience": None},
+                "cpu": {"epochs": 8, "batch_size": 64, "dim": 64, "patience": 3},
+                "full": {"epochs": 30, "batch_size": 128, "dim": 128, "patience": 5}}
+
+
+def split_by_image(split: VQASplit, val_fraction: float, seed: int) -> tuple[VQASplit, VQASplit]:
+    """Train/validation parts of a split, every question of an image on the same side."""
+    if not 0 < val_fraction < 1:
+        raise ValueError(f"val_fraction must be in (0, 1), got {val_fraction}")
+    order = torch.randperm(len(split.images), generator=torch.Generator().manual_seed(seed))
+    n_val = max(1, int(round(val_fraction * len(order))))
+    parts = []
+    for images in (order[n_val:], order[:n_val]):
+        keep = torch.isin(split.image_index, images).nonzero().flatten()  # questions on these images
+        new_row = torch.full((len(split.images),), -1, dtype=torch.long)
+        new_row[images.sort().values] = torch.arange(len(images))
+        parts.append(VQASplit(
+            images=split.images[images.sort().values], questions=[split.questions[q] for q in keep],
+            image_index=new_row[split.image_index[keep]], answers=split.answers[keep],
+            question_types=[split.question_types[q] for q in keep], relational=split.relational[keep],
+            answer_names=split.answer_names))
+    return parts[0], parts[1]
+
+
+@torch.no_grad()
+def accuracy_by_type(model: nn.Module, split: VQASplit, vocab, batch_size: int = 256, device=None) -> dict:
+    """Test accuracy overall, on relational / non-relational questions and per question type."""
+    device = device or next(model.parameters()).device
+    model.eval()
+    predictions = []
+    for batch in VQADataset(split, vocab).loader(batch_size, shuffle=False):
+        batch.pop("labels")
+        out = model(**{k: v.to(device) for k, v in batch.items()})
+        predictions.append((out["logits"] if isinstance(out, dict) else out).argmax(-1).cpu())
+    correct = (torch.cat(predictions) == split.answers).float()  # (Q,)
+    result = {"accuracy": correct.mean().item()}
+    if split.relational.any():
+        result["relational"] = correct[split.relational].mean().item()
+        result["non_relational"] = correct[~split.relational].mean().item()
+    types = torch.tensor([sorted(set(split.question_types)).index(t) for t in split.question_types])
+    for i, name in enumerate(sorted(set(split.question_types))):
+        result[f"type_{name}"] = correct[types == i].mean().item()
+    return result
+
+
+VQA_MODELS = {"none": NoAttentionVQA, "san": StackedAttentionVQA}
+
+
+def _run_vqa(ctx: RunContext, dataset: str, kind: str) -> dict:
+    sizes, training = VQA_SIZES[ctx.profile.name], VQA_TRAINING[ctx.profile.name]
+    if dataset == "relational":
+        train_full, test = relational_splits(ctx.profile.name)  # the data does not change with the seed
+    else:
+        train_full = load_easy_vqa("train", sizes["easy_train"])
+        test = load_easy_vqa("test", sizes["easy_test"])
+    train, val = split_by_image(train_full, 0.1, seed=ctx.seed)
+    vocab = question_vocab(train)
+    model = VQA_MODELS[kind](len(vocab), len(train.answer_names), dim=training["dim"], pad_id=vocab.pad_id)
+    generator = torch.Generator().manual_seed(ctx.seed)
+    history = fit(model, VQADataset(train, vocab).loader(training["batch_size"], True, generator),
+                  VQADataset(val, vocab).loader(256, False), epochs=training["epochs"], lr=2e-3,
+                  device=ctx.device, patience=training["patience"], checkpoint=ctx.checkpoint,
+                  retrain=ctx.retrain, num_classes=len(train.answer_names), progress=ctx.progress)
+    scores = accuracy_by_type(model, test, vocab, device=ctx.device)
+    summary = training_summary(model, history, {"accuracy": scores["accuracy"], "f1": float("nan")},
+                               dataset=dataset, attention=kind)
+    summary["metrics"] = scores  # accuracy by type instead of F1 over 12-13 answers
+    return summary
+
+
+for _dataset in ("relational", "easy"):
+    for _kind, _label in (("none", "no attention (CNN + question, element-wise product)"),
+                          ("san", "stacked attention, 2 hops")):
+        experiment(f"ch05_{_kind}_{_dataset}", f"{'relational set' if _dataset == 'relational' else 'easy-VQA'}, "
+                   f"{_label}, chapter 5")(lambda ctx, d=_dataset, k=_kind: _run_vqa(ctx, d, k))

@@ -111,3 +111,41 @@ def test_stacked_attention_vqa_returns_logits_and_hop_maps(relational):
     out = StackedAttentionVQA(len(vocab), len(relational.answer_names), dim=32)(**batch)
     assert out["logits"].shape == (4, 12) and out["weights"].shape == (4, 2, 64)
     out["logits"].sum().backward()
+
+
+def test_split_by_image_keeps_each_image_on_one_side(relational):
+    from attn_tutorial.vqa_models import split_by_image
+
+    train, val = split_by_image(relational, 0.25, seed=0)
+    assert len(train.images) == 30 and len(val.images) == 10 and len(train) + len(val) == len(relational)
+    seen = {img.numpy().tobytes() for img in train.images}
+    assert not any(img.numpy().tobytes() in seen for img in val.images)
+    def triples(split):  # (image bytes, question, answer): questions still point at their own image
+        return sorted((split.images[split.image_index[q]].numpy().tobytes(), split.questions[q],
+                       int(split.answers[q])) for q in range(len(split)))
+
+    assert sorted(triples(train) + triples(val)) == triples(relational)
+    with pytest.raises(ValueError, match="val_fraction"):
+        split_by_image(relational, 1.0, seed=0)
+
+
+def test_accuracy_by_type_counts_each_kind(relational):
+    from attn_tutorial.vqa_models import accuracy_by_type
+
+    class Oracle(torch.nn.Module):  # answers right on relational questions, wrong otherwise
+        def __init__(self):
+            super().__init__()
+            self.dummy = torch.nn.Parameter(torch.zeros(1))
+            self.calls = 0
+
+        def forward(self, images, ids, lengths, mask):
+            rows = torch.arange(self.calls, self.calls + len(ids))
+            self.calls += len(ids)
+            truth = relational.answers[rows]
+            wrong = (truth + 1) % len(relational.answer_names)
+            answer = torch.where(relational.relational[rows], truth, wrong)
+            return torch.nn.functional.one_hot(answer, len(relational.answer_names)).float()
+
+    scores = accuracy_by_type(Oracle(), relational, question_vocab(relational), batch_size=32)
+    assert scores["relational"] == 1.0 and scores["non_relational"] == 0.0 and scores["accuracy"] == 0.5
+    assert scores["type_closest"] == 1.0 and scores["type_shape"] == 0.0
