@@ -14,12 +14,7 @@ from attn_tutorial.mhsa import MultiHeadSelfAttention
 from attn_tutorial.text import lengths_to_mask
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 # ---------------------------------------------------------------- article 000, as published

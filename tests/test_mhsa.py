@@ -25,14 +25,7 @@ from conftest import contains_token_batches
 LENGTHS = [7, 4, 1]  # a full-length, a padded and a length-1 sequence
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    """Tiny tensors: one intra-op thread is faster, and a busy 2-core machine cannot slow the
-    tests down 100-fold through thread oversubscription (seen: toy training 0.3 s vs 65 s)."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def padded_states(seed=0, lengths=LENGTHS, dim=32):

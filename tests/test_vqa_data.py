@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 import torch
 
+from attn_tutorial.paths import cache_dir
 from attn_tutorial.text import tokenize
 from attn_tutorial.vqa_data import (COLOURS, RELATIONAL_ANSWERS, RELATIONAL_QUESTIONS, SHAPES, VQASplit,
                                     encode_questions, generate_relational, load_easy_vqa, question_vocab,
@@ -15,8 +16,7 @@ from attn_tutorial.vqa_data import (COLOURS, RELATIONAL_ANSWERS, RELATIONAL_QUES
 
 
 @pytest.fixture
-def relational(tmp_path, monkeypatch):
-    monkeypatch.setenv("ATTN_CACHE_DIR", str(tmp_path))
+def relational():  # conftest gives every test its own cache folder
     return generate_relational(60, questions_per_image=10, seed=3)
 
 
@@ -60,13 +60,13 @@ def test_relational_answers_agree_with_the_pixels(relational):
         assert relational.answer_text(q) == expected, (question, relational.question_types[q])
 
 
-def test_relational_split_is_balanced_deterministic_and_cached(relational, tmp_path):
+def test_relational_split_is_balanced_deterministic_and_cached(relational):
     assert relational.images.shape == (60, 3, 64, 64) and relational.images.dtype == torch.uint8
     assert len(relational) == 600 and relational.relational.float().mean() == 0.5
     assert set(relational.question_types) == set(RELATIONAL_QUESTIONS)
     assert all(relational.relational[q] == RELATIONAL_QUESTIONS[t][0] for q, t in enumerate(relational.question_types))
     assert set(relational.answer_names) == set(RELATIONAL_ANSWERS)
-    assert list((tmp_path / "vqa").glob("relational-*.pt")), "the split is cached"
+    assert list((cache_dir() / "vqa").glob("relational-*.pt")), "the split is cached"
     again = generate_relational(60, questions_per_image=10, seed=3)  # from the cache
     fresh = generate_relational(60, questions_per_image=10, seed=3, cache=False)
     for other in (again, fresh):

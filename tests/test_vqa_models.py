@@ -10,17 +10,11 @@ from attn_tutorial.vqa_models import (ArticleStackedAttention, GridEncoder, NoAt
                                       StackedAttention, StackedAttentionVQA)
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 @pytest.fixture
-def relational(tmp_path, monkeypatch):
-    monkeypatch.setenv("ATTN_CACHE_DIR", str(tmp_path))
+def relational():  # conftest gives every test its own cache folder
     return generate_relational(40, questions_per_image=4, seed=5)
 
 
