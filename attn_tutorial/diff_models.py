@@ -245,6 +245,8 @@ def time_classifier_steps(batch: int, length: int, embed_dim: int, hidden_dim: i
     """Forward+backward ms of ``BiLSTMAttentionClassifier`` for each kind, in train mode, on one
     batch of random ids ``(batch, length)`` whose lengths are spread between ``length // 4`` and
     ``length`` (the rest is padding)."""
+    if batch < 1 or length < 4:
+        raise ValueError(f"need batch >= 1 and length >= 4, got batch={batch}, length={length}")
     device = torch.device(device or "cpu")
     generator = torch.Generator().manual_seed(0)
     lengths = torch.randint(length // 4, length + 1, (batch,), generator=generator)

@@ -186,6 +186,8 @@ def split_by_image(split: VQASplit, val_fraction: float, seed: int) -> tuple[VQA
 @torch.no_grad()
 def accuracy_by_type(model: nn.Module, split: VQASplit, vocab, batch_size: int = 256, device=None) -> dict:
     """Test accuracy overall, on relational / non-relational questions and per question type."""
+    if len(split) == 0:
+        raise ValueError("accuracy_by_type needs a split with at least one question")
     device = device or next(model.parameters()).device
     model.eval()
     predictions = []

@@ -269,3 +269,10 @@ def test_retrieval_models_learn_above_chance_and_report_their_attention(kind):
     assert scores["rows"].shape == (256, 2 if kind == "diff" else 4, 4)
     if kind == "diff":
         assert (scores["rows"] < 0).any()  # a differential map may go negative
+
+
+def test_classifier_step_timing_rejects_degenerate_sizes():
+    from attn_tutorial.diff_models import time_classifier_steps
+
+    with pytest.raises(ValueError, match="length >= 4"):
+        time_classifier_steps(2, 3, 8, 8)

@@ -143,3 +143,7 @@ def test_accuracy_by_type_counts_each_kind(relational):
     scores = accuracy_by_type(Oracle(), relational, question_vocab(relational), batch_size=32)
     assert scores["relational"] == 1.0 and scores["non_relational"] == 0.0 and scores["accuracy"] == 0.5
     assert scores["type_closest"] == 1.0 and scores["type_shape"] == 0.0
+    empty = relational.__class__(relational.images, [], relational.image_index[:0], relational.answers[:0], [],
+                                 relational.relational[:0], relational.answer_names)
+    with pytest.raises(ValueError, match="at least one question"):
+        accuracy_by_type(Oracle(), empty, question_vocab(relational))
