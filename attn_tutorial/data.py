@@ -66,6 +66,16 @@ DATASETS: dict[str, DatasetSpec] = {
         note="Sentence polarity v1.0; the local copy has a `fold` column for 10-fold CV, "
         "the hub copy has its own train/validation/test split instead.",
     ),
+    "polarity_v2": DatasetSpec(
+        name="polarity_v2",
+        local_files={"train": "polarity_v2/review_polarity_v2.parquet"},
+        sha256={"polarity_v2/review_polarity_v2.parquet":
+                "350b002253c51bea9d780792c30b82ad5cd8ae3d9da3af329b6b0ca5e6b92e7b"},
+        hub_id=None,
+        citation="pang2004sentimental",
+        note="Polarity dataset v2.0: 2,000 movie reviews (1,000 / 1,000), columns doc_id, label, fold "
+        "(the authors' 10 folds) and sentences (lower-cased, tokenised); local copy only.",
+    ),
 }
 
 

@@ -134,24 +134,44 @@ class Scene:
     shapes: np.ndarray
 
 
-def _clear_extremes(distances: np.ndarray, margin: float) -> bool:
-    """Closest and furthest of one object's distances to the others, each unique by ``margin``."""
-    d = np.sort(distances)
-    return bool(d[1] - d[0] >= margin and d[-1] - d[-2] >= margin)
+def _clear_extremes(distances: np.ndarray, margin: float) -> np.ndarray:
+    """``distances (..., m)`` from one object to the others -> ``(...)`` bool: the closest and the
+    furthest are each unique by ``margin``."""
+    d = np.sort(distances, axis=-1)
+    return (d[..., 1] - d[..., 0] >= margin) & (d[..., -1] - d[..., -2] >= margin)
 
 
-def sample_scene(rng: np.random.Generator, size: int = 64, radius: int = 5, max_tries: int = 10_000) -> Scene:
-    """Six objects that do not touch, none on the middle lines, clear closest/furthest neighbours."""
+def _valid_layouts(centres: np.ndarray, size: int, radius: int) -> np.ndarray:
+    """``centres (T, n, 2)`` candidate layouts -> ``(T,)`` bool: the rules of ``sample_scene``."""
+    t, n, _ = centres.shape
+    offsets = centres[:, :, None] - centres[:, None]  # (T, n, n, 2)
+    others = ~np.eye(n, dtype=bool)
+    gaps = np.linalg.norm(offsets, axis=-1)[:, others].reshape(t, n, n - 1)  # (T, n, n-1)
+    chebyshev = np.abs(offsets).max(-1)[:, others]  # (T, n*(n-1)): squares need it
+    off_middle = np.abs(centres - size / 2).min(axis=(1, 2)) >= 1.5
+    apart = chebyshev.min(-1) >= 2 * radius + 3  # a gap of 2 px at least
+    return off_middle & apart & _clear_extremes(gaps, 1.0).all(-1)
+
+
+def sample_scene(rng: np.random.Generator, size: int = 64, radius: int = 5, max_tries: int = 10_000,
+                 batch: int = 64) -> Scene:
+    """Six objects that do not touch, none on the middle lines, clear closest/furthest neighbours.
+
+    Rejection sampling, ``batch`` candidates checked at once; the generator is then rewound and
+    advanced past the accepted candidate only, so the scenes do not depend on ``batch``.
+    """
     n = len(COLOURS)
     low, high = radius + 1, size - radius - 1
-    for _ in range(max_tries):
-        centres = rng.integers(low, high, size=(n, 2)).astype(float)
-        gaps = np.linalg.norm(centres[:, None] - centres[None], axis=-1)  # (n, n)
-        off_middle = np.abs(centres - size / 2).min() >= 1.5
-        chebyshev = np.abs(centres[:, None] - centres[None]).max(-1)  # (n, n): squares need it
-        apart = chebyshev[~np.eye(n, dtype=bool)].min() >= 2 * radius + 3  # a gap of 2 px at least
-        if off_middle and apart and all(_clear_extremes(np.delete(gaps[i], i), 1.0) for i in range(n)):
-            return Scene(centres, rng.integers(0, len(SHAPES), size=n))
+    for first in range(0, max_tries, batch):
+        state = rng.bit_generator.state
+        tries = min(batch, max_tries - first)
+        candidates = np.stack([rng.integers(low, high, size=(n, 2)) for _ in range(tries)]).astype(float)
+        valid = np.flatnonzero(_valid_layouts(candidates, size, radius))
+        if len(valid):
+            rng.bit_generator.state = state  # replay the draws up to the accepted one
+            for _ in range(valid[0] + 1):
+                rng.integers(low, high, size=(n, 2))
+            return Scene(candidates[valid[0]], rng.integers(0, len(SHAPES), size=n))
     raise RuntimeError(f"no valid scene in {max_tries} tries: size={size} is too small for radius={radius}")
 
 
@@ -256,10 +276,32 @@ def encode_questions(split: VQASplit, vocab: Vocab):
     return pad_batch([torch.tensor(vocab.encode(tokenize(q))) for q in split.questions], vocab.pad_id)
 
 
+class ImageBatchSampler(torch.utils.data.Sampler):
+    """Batches of question indices holding every question of ``images_per_batch`` images; the
+    order of images is reshuffled each epoch (from ``generator``), the last batch may be smaller."""
+
+    def __init__(self, image_index: torch.Tensor, images_per_batch: int, generator: torch.Generator | None = None):
+        if images_per_batch < 1:
+            raise ValueError(f"images_per_batch must be >= 1, got {images_per_batch}")
+        order = torch.argsort(image_index, stable=True)  # questions grouped by image
+        counts = torch.bincount(image_index)
+        self.questions_of = [group for group in torch.split(order, counts.tolist()) if len(group)]
+        self.images_per_batch, self.generator = images_per_batch, generator
+
+    def __len__(self) -> int:
+        return -(-len(self.questions_of) // self.images_per_batch)
+
+    def __iter__(self):
+        images = torch.randperm(len(self.questions_of), generator=self.generator).tolist()
+        for start in range(0, len(images), self.images_per_batch):
+            yield torch.cat([self.questions_of[i] for i in images[start:start + self.images_per_batch]]).tolist()
+
+
 class VQADataset(torch.utils.data.Dataset):
     """Questions of a ``VQASplit`` as training examples; ``collate`` builds a batch dict:
-    ``images (B, 3, H, W)`` float in [0, 1], ``ids (B, L)``, ``lengths (B,)``, ``mask (B, L)``,
-    ``labels (B,)``."""
+    ``images (U, 3, H, W)`` float in [0, 1], the ``U`` distinct images of the batch;
+    ``image_of_question (B,)`` the row of ``images`` each question is about; ``ids (B, L)``,
+    ``lengths (B,)``, ``mask (B, L)``, ``labels (B,)``."""
 
     def __init__(self, split: VQASplit, vocab: Vocab):
         self.split, self.pad_id = split, vocab.pad_id
@@ -274,10 +316,20 @@ class VQADataset(torch.utils.data.Dataset):
     def collate(self, indices: list[int]) -> dict:
         rows = torch.tensor(indices)
         ids, lengths, mask = pad_batch([self.ids[i] for i in indices], self.pad_id)
-        images = self.split.images[self.split.image_index[rows]].float() / 255  # (B, 3, H, W)
-        return {"images": images, "ids": ids, "lengths": lengths, "mask": mask,
-                "labels": self.split.answers[rows]}
+        unique, image_of_question = torch.unique(self.split.image_index[rows], return_inverse=True)
+        images = self.split.images[unique].float() / 255  # (U, 3, H, W)
+        return {"images": images, "image_of_question": image_of_question, "ids": ids, "lengths": lengths,
+                "mask": mask, "labels": self.split.answers[rows]}
 
-    def loader(self, batch_size: int, shuffle: bool, generator: torch.Generator | None = None):
+    def loader(self, batch_size: int | None, shuffle: bool, generator: torch.Generator | None = None,
+               images_per_batch: int | None = None):
+        """Batches of ``batch_size`` questions, or of all questions of ``images_per_batch`` images
+        (always shuffled by image): give exactly one of the two."""
+        if (batch_size is None) == (images_per_batch is None):
+            raise ValueError(f"give exactly one of batch_size and images_per_batch, got {batch_size} and "
+                             f"{images_per_batch}")
+        if images_per_batch is not None:
+            sampler = ImageBatchSampler(self.split.image_index, images_per_batch, generator)
+            return torch.utils.data.DataLoader(self, batch_sampler=sampler, collate_fn=self.collate)
         return torch.utils.data.DataLoader(self, batch_size=batch_size, shuffle=shuffle, generator=generator,
                                            collate_fn=self.collate)

@@ -22,7 +22,7 @@ class GridEncoder(nn.Module):
         super().__init__()
         layers, width = [], 3
         for out in (channels, 2 * channels, 2 * channels):
-            layers += [nn.Conv2d(width, out, 3, stride=2, padding=1), nn.BatchNorm2d(out), nn.ReLU()]
+            layers += [nn.Conv2d(width, out, 3, stride=2, padding=1), nn.GroupNorm(8, out), nn.ReLU()]
             width = out
         self.features = nn.Sequential(*layers)
         self.project = nn.Conv2d(width + 2, dim, 1)  # + (x, y) coordinate channels
@@ -54,19 +54,37 @@ class QuestionEncoder(nn.Module):
         return words, torch.tanh(self.project(masked_mean(words, mask)))  # (B, dim)
 
 
+def question_regions(regions: torch.Tensor, image_of_question: torch.Tensor | None, batch: int) -> torch.Tensor:
+    """Region features ``(U, R, D)`` of the distinct images -> one row per question ``(B, R, D)``.
+    ``image_of_question (B,)`` indexes the images; ``None`` means one image per question."""
+    if image_of_question is None:
+        if regions.shape[0] != batch:
+            raise ValueError(f"{regions.shape[0]} images for {batch} questions: pass image_of_question (B,)")
+        return regions
+    if image_of_question.shape != (batch,) or image_of_question.dtype != torch.long:
+        raise ValueError(f"image_of_question must be a long tensor of shape ({batch},), got "
+                         f"{image_of_question.dtype} {tuple(image_of_question.shape)}")
+    if batch and (image_of_question.min() < 0 or image_of_question.max() >= regions.shape[0]):
+        raise ValueError(f"image_of_question must index the {regions.shape[0]} images, got values "
+                         f"{int(image_of_question.min())}..{int(image_of_question.max())}")
+    return regions[image_of_question]
+
+
 class NoAttentionVQA(nn.Module):
     """The baseline: mean over regions, element-wise product with the question vector, an MLP.
-    ``forward(images, ids, lengths, mask) -> logits (B, num_answers)``."""
+    ``forward(images (U, 3, H, W), ids (B, L), lengths (B,), mask (B, L), image_of_question (B,) or
+    None) -> logits (B, num_answers)``."""
 
     def __init__(self, vocab_size: int, num_answers: int, dim: int = 64, pad_id: int = 0):
         super().__init__()
         self.image, self.question = GridEncoder(dim), QuestionEncoder(vocab_size, dim, pad_id=pad_id)
         self.classify = nn.Sequential(nn.Linear(dim, 2 * dim), nn.ReLU(), nn.Linear(2 * dim, num_answers))
 
-    def forward(self, images, ids, lengths, mask):
-        regions = self.image(images)  # (B, R, dim)
+    def forward(self, images, ids, lengths, mask, image_of_question=None):
+        summary = torch.tanh(self.image(images).mean(dim=1))  # (U, dim): one summary per image
         _, u = self.question(ids, lengths, mask)  # (B, dim)
-        return self.classify(torch.tanh(regions.mean(dim=1)) * u)  # the same image summary for every question
+        summary = question_regions(summary[:, None], image_of_question, len(ids))[:, 0]  # (B, dim)
+        return self.classify(summary * u)  # the same image summary whatever the question
 
 
 class ArticleBasicAttention(nn.Module):
@@ -138,7 +156,8 @@ class StackedAttention(nn.Module):
 
 class StackedAttentionVQA(nn.Module):
     """CNN regions + BiLSTM question + SAN hops + an MLP on the refined query.
-    ``forward(images, ids, lengths, mask) -> {"logits": (B, A), "weights": (B, hops, R)}``."""
+    ``forward(images (U, 3, H, W), ids (B, L), lengths (B,), mask (B, L), image_of_question (B,) or
+    None) -> {"logits": (B, A), "weights": (B, hops, R)}``."""
 
     def __init__(self, vocab_size: int, num_answers: int, dim: int = 64, hops: int = 2, pad_id: int = 0):
         super().__init__()
@@ -146,9 +165,9 @@ class StackedAttentionVQA(nn.Module):
         self.san = StackedAttention(dim, hops)
         self.classify = nn.Sequential(nn.Linear(dim, 2 * dim), nn.ReLU(), nn.Linear(2 * dim, num_answers))
 
-    def forward(self, images, ids, lengths, mask):
-        regions = self.image(images)  # (B, R, dim)
+    def forward(self, images, ids, lengths, mask, image_of_question=None):
         _, u = self.question(ids, lengths, mask)  # (B, dim)
+        regions = question_regions(self.image(images), image_of_question, len(ids))  # (B, R, dim)
         refined, weights = self.san(u, regions)  # (B, dim), (B, hops, R)
         return {"logits": self.classify(refined), "weights": weights}
 
@@ -158,10 +177,10 @@ from attn_tutorial.training import fit, training_summary
 from attn_tutorial.vqa_data import (VQA_SIZES, VQADataset, VQASplit, load_easy_vqa, question_vocab,
                                     relational_splits)
 
-# Training sizes per profile: epochs, batch, model width, early-stopping patience.
-VQA_TRAINING = {"smoke": {"epochs": 1, "batch_size": 64, "dim": 32, "patience": None},
-                "cpu": {"epochs": 8, "batch_size": 64, "dim": 64, "patience": 3},
-                "full": {"epochs": 30, "batch_size": 128, "dim": 128, "patience": 5}}
+# Training sizes per profile: epochs, images per batch (all their questions), width, early-stopping patience.
+VQA_TRAINING = {"smoke": {"epochs": 1, "images_per_batch": 8, "dim": 32, "patience": None},
+                "cpu": {"epochs": 12, "images_per_batch": 16, "dim": 64, "patience": 4},
+                "full": {"epochs": 40, "images_per_batch": 32, "dim": 128, "patience": 8}}
 
 
 def split_by_image(split: VQASplit, val_fraction: float, seed: int) -> tuple[VQASplit, VQASplit]:
@@ -220,7 +239,7 @@ def _run_vqa(ctx: RunContext, dataset: str, kind: str) -> dict:
     vocab = question_vocab(train)
     model = VQA_MODELS[kind](len(vocab), len(train.answer_names), dim=training["dim"], pad_id=vocab.pad_id)
     generator = torch.Generator().manual_seed(ctx.seed)
-    history = fit(model, VQADataset(train, vocab).loader(training["batch_size"], True, generator),
+    history = fit(model, VQADataset(train, vocab).loader(None, True, generator, training["images_per_batch"]),
                   VQADataset(val, vocab).loader(256, False), epochs=training["epochs"], lr=2e-3,
                   device=ctx.device, patience=training["patience"], checkpoint=ctx.checkpoint,
                   retrain=ctx.retrain, num_classes=len(train.answer_names), progress=ctx.progress)

@@ -58,7 +58,7 @@ def test_nonexistent_data_dir_is_an_error(tmp_path):
 
 
 def test_unknown_dataset_and_split(data_dir):
-    with pytest.raises(ValueError, match=r"unknown dataset 'imbd': expected one of \['imdb', 'mr'\]"):
+    with pytest.raises(ValueError, match=r"unknown dataset 'imbd': expected one of \['imdb', 'mr', 'polarity_v2'\]"):
         data.load_dataset("imbd")
     with pytest.raises(ValueError, match="has no split 'validation'"):
         data.load_dataset("imdb", split="validation")

@@ -87,6 +87,15 @@ def test_scenes_have_separate_objects_off_the_middle_lines():
         assert image.shape == (64, 64, 3) and set(SHAPES) >= {s for *_, s in objects_from_pixels(image)}
 
 
+def test_batched_rejection_sampling_draws_the_same_scenes_as_one_try_at_a_time():
+    for batch in (7, 64):
+        one, many = np.random.default_rng(11), np.random.default_rng(11)
+        for _ in range(25):
+            a, b = sample_scene(one, batch=1), sample_scene(many, batch=batch)
+            assert np.array_equal(a.centres, b.centres) and np.array_equal(a.shapes, b.shapes)
+        assert one.integers(1 << 30) == many.integers(1 << 30)  # the generator ends in the same state
+
+
 def test_generator_and_split_reject_bad_input():
     with pytest.raises(ValueError, match="even questions_per_image"):
         generate_relational(10, questions_per_image=3, cache=False)

@@ -21,16 +21,62 @@ def relational():  # conftest gives every test its own cache folder
 def test_batches_and_encoders_have_the_documented_shapes(relational):
     vocab = question_vocab(relational)
     batch = next(iter(VQADataset(relational, vocab).loader(6, shuffle=False)))
-    assert batch["images"].shape == (6, 3, 64, 64) and batch["images"].dtype == torch.float32
+    # 6 questions, 4 per image: images 0 and 1, each once
+    assert batch["images"].shape == (2, 3, 64, 64) and batch["images"].dtype == torch.float32
+    assert batch["image_of_question"].tolist() == [0, 0, 0, 0, 1, 1]
+    torch.testing.assert_close(batch["images"], relational.images[:2].float() / 255)
     assert 0 <= batch["images"].min() and batch["images"].max() <= 1
     assert batch["ids"].shape[0] == 6 and batch["mask"].shape == batch["ids"].shape
     torch.testing.assert_close(batch["labels"], relational.answers[:6])
     regions = GridEncoder(dim=48)(batch["images"])
-    assert regions.shape == (6, 64, 48)
+    assert regions.shape == (2, 64, 48)
     words, u = QuestionEncoder(len(vocab), dim=48)(batch["ids"], batch["lengths"], batch["mask"])
     assert words.shape == (6, batch["ids"].shape[1], 48) and u.shape == (6, 48)
     with pytest.raises(ValueError, match="divisible by 8"):
         GridEncoder()(torch.zeros(2, 3, 60, 60))
+
+
+def test_image_batches_hold_whole_images_and_cover_every_question_once(relational):
+    data = VQADataset(relational, question_vocab(relational))
+    loader = data.loader(None, True, torch.Generator().manual_seed(0), images_per_batch=6)
+    epochs = [list(loader), list(loader)]
+    for batches in epochs:
+        assert len(batches) == 7  # 40 images, 6 per batch
+        assert sorted(torch.cat([b["labels"] for b in batches]).tolist()) == sorted(relational.answers.tolist())
+        for b in batches[:-1]:
+            assert b["images"].shape[0] == 6 and torch.bincount(b["image_of_question"]).tolist() == [4] * 6
+    first_images = [b["images"] for b in epochs[0]]
+    assert not all(torch.equal(a, b["images"]) for a, b in zip(first_images, epochs[1]))  # reshuffled
+    with pytest.raises(ValueError, match="exactly one of batch_size and images_per_batch"):
+        data.loader(8, True, images_per_batch=4)
+    with pytest.raises(ValueError, match="exactly one"):
+        data.loader(None, True)
+    with pytest.raises(ValueError, match="images_per_batch must be"):
+        data.loader(None, True, images_per_batch=0)
+
+
+def test_shared_images_give_the_same_outputs_as_one_image_per_question(relational):
+    from attn_tutorial.vqa_models import question_regions
+
+    torch.manual_seed(0)
+    vocab = question_vocab(relational)
+    batch = VQADataset(relational, vocab).collate(list(range(10)))
+    batch.pop("labels")
+    repeated = dict(batch, images=batch["images"][batch["image_of_question"]], image_of_question=None)
+    for cls in (NoAttentionVQA, StackedAttentionVQA):
+        model = cls(len(vocab), len(relational.answer_names), dim=32).eval()
+        shared, alone = model(**batch), model(**repeated)
+        if isinstance(shared, dict):
+            torch.testing.assert_close(shared["weights"], alone["weights"])
+            shared, alone = shared["logits"], alone["logits"]
+        torch.testing.assert_close(shared, alone)
+    regions = torch.randn(3, 5, 4)
+    with pytest.raises(ValueError, match="pass image_of_question"):
+        question_regions(regions, None, 6)
+    with pytest.raises(ValueError, match="must index the 3 images"):
+        question_regions(regions, torch.tensor([0, 3]), 2)
+    with pytest.raises(ValueError, match="long tensor of shape"):
+        question_regions(regions, torch.tensor([0.0, 1.0]), 2)
 
 
 def test_question_vector_ignores_padding():
@@ -132,7 +178,7 @@ def test_accuracy_by_type_counts_each_kind(relational):
             self.dummy = torch.nn.Parameter(torch.zeros(1))
             self.calls = 0
 
-        def forward(self, images, ids, lengths, mask):
+        def forward(self, images, ids, lengths, mask, image_of_question):
             rows = torch.arange(self.calls, self.calls + len(ids))
             self.calls += len(ids)
             truth = relational.answers[rows]
