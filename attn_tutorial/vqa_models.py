@@ -22,7 +22,7 @@ class GridEncoder(nn.Module):
         super().__init__()
         layers, width = [], 3
         for out in (channels, 2 * channels, 2 * channels):
-            layers += [nn.Conv2d(width, out, 3, stride=2, padding=1), nn.GroupNorm(8, out), nn.ReLU()]
+            layers += [nn.Conv2d(width, out, 3, stride=2, padding=1), nn.BatchNorm2d(out), nn.ReLU()]
             width = out
         self.features = nn.Sequential(*layers)
         self.project = nn.Conv2d(width + 2, dim, 1)  # + (x, y) coordinate channels
@@ -179,7 +179,7 @@ from attn_tutorial.vqa_data import (VQA_SIZES, VQADataset, VQASplit, load_easy_v
 
 # Training sizes per profile: epochs, images per batch (all their questions), width, early-stopping patience.
 VQA_TRAINING = {"smoke": {"epochs": 1, "images_per_batch": 8, "dim": 32, "patience": None},
-                "cpu": {"epochs": 12, "images_per_batch": 16, "dim": 64, "patience": 4},
+                "cpu": {"epochs": 20, "images_per_batch": 16, "dim": 64, "patience": 5},
                 "full": {"epochs": 40, "images_per_batch": 32, "dim": 128, "patience": 8}}
 
 
