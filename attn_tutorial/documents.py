@@ -108,7 +108,8 @@ def polarity_splits(max_words: int = 50, max_tokens: int | None = None, data_dir
 
 
 def sentences_of(texts: list[str], cache: bool = True) -> list[list[str]]:
-    """``split_sentences`` of every text, cached on disk (sentence splitting costs a few ms per review)."""
+    """``split_sentences`` of every text, cached on disk (sentence splitting costs about a millisecond per review)."""
+    texts = [str(text) for text in texts]  # a list, whatever sequence came in (datasets gives a Column)
     digest = hashlib.sha256(json.dumps([DOCUMENTS_VERSION, texts]).encode()).hexdigest()[:16]
     path = cache_dir() / "documents" / f"sentences-{digest}.json"
     if cache and path.exists():
@@ -125,6 +126,7 @@ def sentences_of(texts: list[str], cache: bool = True) -> list[list[str]]:
 def to_documents(texts: list[str], labels: list[int], max_words: int = 50, max_tokens: int | None = None) -> Documents:
     """Raw texts -> ``Documents`` (sentences of chapter 1's tokens); a text with no token raises."""
     docs = [fit_document([tokenize(s) for s in sentences], max_words, max_tokens) for sentences in sentences_of(texts)]
+    labels = list(labels)
     empty = [i for i, doc in enumerate(docs) if not doc]
     if empty:
         raise ValueError(f"texts {empty[:5]} have no token")
