@@ -172,6 +172,8 @@ class StackedAttentionVQA(nn.Module):
         return {"logits": self.classify(refined), "weights": weights}
 
 
+import collections
+
 from attn_tutorial.results import RunContext, experiment
 from attn_tutorial.training import fit, training_summary
 from attn_tutorial.vqa_data import (VQA_SIZES, VQADataset, VQASplit, load_easy_vqa, question_vocab,
@@ -245,9 +247,32 @@ def _run_vqa(ctx: RunContext, dataset: str, kind: str) -> dict:
                   retrain=ctx.retrain, num_classes=len(train.answer_names), progress=ctx.progress)
     scores = accuracy_by_type(model, test, vocab, device=ctx.device)
     summary = training_summary(model, history, {"accuracy": scores["accuracy"], "f1": float("nan")},
-                               dataset=dataset, attention=kind)
+                               dataset=dataset, attention=kind,
+                               hop_maps=hop_maps(model, test, vocab) if kind == "san" else [])
     summary["metrics"] = scores  # accuracy by type instead of F1 over 12-13 answers
     return summary
+
+
+@torch.no_grad()
+def hop_maps(model: nn.Module, split: VQASplit, vocab, per_type: int = 1, images: int = 2) -> list[dict]:
+    """For the first ``images`` test images: ``per_type`` question of each type asked about them,
+    with the answer, the prediction and each hop's weights over the region grid ``(hops, R)``."""
+    rows = [q for q in range(len(split)) if int(split.image_index[q]) < images]
+    chosen, seen = [], collections.Counter()
+    for q in rows:
+        key = (int(split.image_index[q]), split.question_types[q])
+        if seen[key] < per_type:
+            seen[key] += 1
+            chosen.append(q)
+    model.eval()
+    device = next(model.parameters()).device
+    batch = VQADataset(split, vocab).collate(chosen)
+    labels = batch.pop("labels")
+    out = model(**{k: v.to(device) for k, v in batch.items()})
+    return [{"question": split.questions[q], "image": int(split.image_index[q]), "type": split.question_types[q],
+             "answer": split.answer_names[int(labels[i])],
+             "prediction": split.answer_names[int(out["logits"][i].argmax())],
+             "weights": out["weights"][i].cpu().tolist()} for i, q in enumerate(chosen)]
 
 
 for _dataset in ("relational", "easy"):
