@@ -285,11 +285,12 @@ def _run_han(ctx: RunContext, corpus: str, **options) -> dict:
         profile = dataclasses.replace(p, train_size=sizes[f"{key}_train"], test_size=sizes[f"{key}_test"])
         train, val, test, vocab = imdb_document_data(profile, ctx.seed)
     data = [DocumentDataset(part, vocab) for part in (train, val, test)]
+    epochs, patience = {"polarity": (sizes["epochs"], sizes["patience"]), "tips": (sizes["tips_epochs"], None),
+                        "imdb": (p.epochs, p.patience)}[corpus]  # IMDB: Part I's budget, for the comparison
     model = HierarchicalAttentionNetwork(len(vocab), 2, p.embed_dim, p.hidden_dim, pad_id=vocab.pad_id, **options)
     generator = torch.Generator().manual_seed(ctx.seed)
     history = fit(model, data[0].loader(p.batch_size, True, generator), data[1].loader(p.batch_size, False),
-                  epochs=sizes["tips_epochs" if corpus == "tips" else "epochs"], lr=2e-3, device=ctx.device,
-                  patience=None if corpus == "tips" else sizes["patience"],
+                  epochs=epochs, lr=2e-3, device=ctx.device, patience=patience,
                   checkpoint=ctx.checkpoint, retrain=ctx.retrain, progress=ctx.progress)
     metrics = evaluate(model, data[2].loader(p.batch_size, False), ctx.device)
     examples = attention_examples(model, data[2], test, vocab) if corpus == "polarity" else []
