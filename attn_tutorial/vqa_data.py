@@ -6,6 +6,7 @@ questions stay text until a vocabulary (chapter 1's tools) encodes them."""
 
 from __future__ import annotations
 
+import collections
 import hashlib
 import json
 from dataclasses import dataclass, field
@@ -333,3 +334,19 @@ class VQADataset(torch.utils.data.Dataset):
             return torch.utils.data.DataLoader(self, batch_sampler=sampler, collate_fn=self.collate)
         return torch.utils.data.DataLoader(self, batch_size=batch_size, shuffle=shuffle, generator=generator,
                                            collate_fn=self.collate)
+
+
+def object_blind_accuracy(split: VQASplit, size: int = 64) -> dict:
+    """Expected accuracy per question type of the best answer that ignores the colour asked about:
+    for each question, the answer shared by the most colours of its image (ties split evenly)."""
+    if "question_colour" not in split.scenes:
+        raise ValueError("object_blind_accuracy needs a generated relational split (with scenes)")
+    hits = {}
+    for q, question_type in enumerate(split.question_types):
+        r = int(split.image_index[q])
+        scene = Scene(split.scenes["centres"][r].numpy(), split.scenes["shapes"][r].numpy())
+        answers = [answer_question(scene, c, question_type, size) for c in range(len(COLOURS))]
+        counts = collections.Counter(answers)
+        modes = [a for a, n in counts.items() if n == max(counts.values())]
+        hits.setdefault(question_type, []).append((split.answer_text(q) in modes) / len(modes))
+    return {t: float(np.mean(v)) for t, v in sorted(hits.items())}
