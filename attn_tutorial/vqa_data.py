@@ -258,11 +258,17 @@ def generate_relational(n_images: int, questions_per_image: int = 10, seed: int 
     return split
 
 
+def relational_split(profile_name: str, part: str, seed: int = 0) -> VQASplit:
+    """The ``"train"`` or ``"test"`` split of the profile's size; test scenes have their own seed."""
+    if part not in ("train", "test"):
+        raise ValueError(f"part must be 'train' or 'test', got {part!r}")
+    return generate_relational(VQA_SIZES[profile_name][f"relational_{part}"],
+                               seed=seed if part == "train" else 1_000_003 + seed)
+
+
 def relational_splits(profile_name: str, seed: int = 0) -> tuple[VQASplit, VQASplit]:
-    """Train and test splits of the profile's size; the test scenes come from their own seed."""
-    sizes = VQA_SIZES[profile_name]
-    return (generate_relational(sizes["relational_train"], seed=seed),
-            generate_relational(sizes["relational_test"], seed=1_000_003 + seed))
+    """Train and test splits of the profile's size."""
+    return relational_split(profile_name, "train", seed), relational_split(profile_name, "test", seed)
 
 
 def question_vocab(split: VQASplit) -> Vocab:
