@@ -147,3 +147,24 @@ def test_questions_encode_with_the_chapter_1_vocabulary(relational):
     assert ids.shape == (600, int(lengths.max())) and mask.sum() == lengths.sum()
     assert (ids[~mask] == vocab.pad_id).all() and (ids[mask] != vocab.unk_id).all()
     assert vocab.decode(ids[0, :lengths[0]].tolist()) == tokenize(relational.questions[0])
+
+
+def test_object_blind_accuracy_is_the_best_answer_that_ignores_the_named_object():
+    from attn_tutorial.vqa_data import object_blind_accuracy, relational_split
+
+    split = generate_relational(60, questions_per_image=10, seed=2, cache=False)
+    blind = object_blind_accuracy(split)
+    assert set(blind) == set(split.question_types) and all(0 <= v <= 1 for v in blind.values())
+    # counting: the count of the more frequent shape is right when the named object has it (or a tie)
+    count = [q for q, t in enumerate(split.question_types) if t == "count"]
+    majority = []
+    for q in count:
+        shapes = split.scenes["shapes"][split.image_index[q]]
+        majority.append(int((shapes == shapes[split.scenes["question_colour"][q]]).sum()) >= 3)
+    assert blind["count"] == pytest.approx(np.mean(majority))
+    no_scenes = VQASplit(split.images, split.questions, split.image_index, split.answers, split.question_types,
+                         split.relational, split.answer_names)
+    with pytest.raises(ValueError, match="generated relational split"):
+        object_blind_accuracy(no_scenes)
+    with pytest.raises(ValueError, match="part must be 'train' or 'test'"):
+        relational_split("smoke", "validation")
