@@ -5,7 +5,7 @@ PY     := $(VENV)/bin/python
 # The environment is rebuilt only when the lock file or the package metadata change.
 STAMP  := $(VENV)/.installed-$(shell cat requirements.lock pyproject.toml | sha1sum | cut -c1-12)
 
-.PHONY: setup book student test export check serve clean
+.PHONY: setup book student test export check serve clean release grade check-assignments
 
 setup: $(STAMP)
 
@@ -26,6 +26,19 @@ book: setup
 ## student: the same book with the solutions of the exercises hidden, in _build/student/html
 student: setup
 	$(PY) tools/build.py book --student
+
+## release: student versions of the graded assignments (solutions, hidden tests removed), in _build/classroom/student
+release: setup
+	$(PY) tools/classroom.py release
+
+## grade: autograde a folder of submissions: make grade ASSIGNMENT=a1_masked_attention SUBMISSIONS=path/to/folder
+grade: setup
+	@test -n "$(ASSIGNMENT)" -a -n "$(SUBMISSIONS)" || { echo "usage: make grade ASSIGNMENT=<name> SUBMISSIONS=<folder>"; exit 2; }
+	$(PY) tools/classroom.py grade $(ASSIGNMENT) $(SUBMISSIONS)
+
+## check-assignments: grade each assignment's solution, blank and wrong answers and check the points
+check-assignments: setup
+	$(PY) tools/classroom.py check
 
 ## test: unit tests, nbval on every notebook (smoke), strict book build, headless-browser check
 test: setup

@@ -22,7 +22,7 @@ def test_key_pins():
     assert pins["jupyter-book"].startswith("1.")
     for needed in ("jupytext", "nbval", "matplotlib", "seaborn", "datasets", "scikit-learn", "tqdm",
                    "sphinx-exercise", "sphinxcontrib-bibtex", "sphinx-book-theme", "django-static-mathjax",
-                   "pytest-socket", "playwright", "ipykernel", "setuptools"):
+                   "pytest-socket", "playwright", "ipykernel", "setuptools", "nbgrader"):
         assert needed in pins, needed
 
 
