@@ -36,3 +36,14 @@ def test_every_notebook_prints_its_run_header_first():
     for path in sorted((ROOT / "notebooks").glob("*.md")):
         first_code = next(c for c in jupytext.read(path).cells if c.cell_type == "code")
         assert "print_run_header()" in first_code.source, path.name
+
+
+def test_every_chapter_has_four_exercises_with_solutions():
+    import re
+
+    for path in sorted((ROOT / "chapters").glob("*.md")):
+        text = path.read_text()
+        labels = re.findall(r"^`{3,}\{exercise\}[^\n]*\n:label: (\S+)", text, re.M)
+        solved = set(re.findall(r"^`{3,}\{solution\} (\S+)", text, re.M))
+        assert len(labels) >= 4, f"{path.name}: {len(labels)} exercises, at least four wanted"
+        assert set(labels) <= solved, f"{path.name}: exercises without a solution: {set(labels) - solved}"
