@@ -201,7 +201,9 @@ def grade_one(name: str, master: Path, student: str, submission: Path, timeout: 
     shutil.copyfile(submission, target)  # nbgrader works on the copy; the submission stays as it is
     start = time.perf_counter()
     run = nbgrader(course, "autograde", name, f"--student={student}", "--force", "--create",
-                   f"--ExecutePreprocessor.timeout={timeout:g}", timeout=total_timeout)
+                   f"--ExecutePreprocessor.timeout={timeout:g}",
+                   # the grader's own Python kernel, whatever kernel the student's notebook names
+                   "--ExecutePreprocessor.kernel_name=python3", timeout=total_timeout)
     graded = course / "autograded" / student / name / f"{name}.ipynb"
     expected = test_cells(course / "source" / name / f"{name}.ipynb")
     if run.returncode != 0 or not graded.is_file():
@@ -335,8 +337,8 @@ def broken(name: str, kind: str):
 
 def check(name: str, out: Path, timeout: float = 20.0, robustness: bool = True) -> list[str]:
     """Grade the reference solution, the unchanged student version and every plausible wrong answer
-    (and, with ``robustness``, submissions that loop forever, raise, kill the kernel or are not
-    notebooks); return what did not grade as intended (empty: all is well)."""
+    (and, with ``robustness``, submissions that loop forever, raise, kill the kernel, are not
+    notebooks, or name a kernel the grader does not have); return what did not grade as intended (empty: all is well)."""
     import hashlib  # noqa: PLC0415
 
     import jupytext  # noqa: PLC0415
@@ -354,6 +356,9 @@ def check(name: str, out: Path, timeout: float = 20.0, robustness: bool = True) 
         for kind in ("loops-forever", "raises", "kills-kernel"):
             jupytext.write(broken(name, kind), folder / f"{kind}.ipynb")
         (folder / "not-a-notebook.ipynb").write_text("{ this is not JSON")
+        other_kernel = jupytext.read(assignment_source(name))
+        other_kernel.metadata["kernelspec"] = {"name": "my-laptop-env", "display_name": "My env", "language": "python"}
+        jupytext.write(other_kernel, folder / "other-kernel.ipynb")
     digests = {p: hashlib.sha256(p.read_bytes()).hexdigest() for p in folder.iterdir()}
     results = {r.student: r for r in grade(name, folder, out / "grades", timeout, html=robustness)}
 
@@ -378,6 +383,8 @@ def check(name: str, out: Path, timeout: float = 20.0, robustness: bool = True) 
         looping = results["loops-forever"]
         if looping.status != "graded" or "interrupted" not in looping.detail or looping.score >= full:
             problems.append(f"the endless loop was not interrupted and graded: {looping.status}, {looping.detail!r}")
+        if results["other-kernel"].score != full:
+            problems.append(f"the solution saved with another kernel name scores {results['other-kernel'].score:g}")
         if results["raises"].status != "graded" or results["raises"].score >= full:
             problems.append(f"the raising submission: {results['raises'].status}, {results['raises'].score:g}")
         for kind in ("kills-kernel", "not-a-notebook"):
