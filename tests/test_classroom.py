@@ -119,3 +119,10 @@ def test_submission_folders(tmp_path):
 def test_unknown_assignment_is_a_clear_error():
     with pytest.raises(SystemExit, match="no assignment 'a9'.*the assignments are a1_"):
         classroom.assignment_source("a9")
+
+
+@pytest.mark.parametrize("options, message", [({"timeout": 0}, "time limits must be positive"),
+                                              ({"jobs": 0}, "jobs must be at least 1")])
+def test_bad_grading_options_are_clear_errors(tmp_path, options, message):
+    with pytest.raises(SystemExit, match=message):
+        classroom.grade(NAMES[0], tmp_path, tmp_path / "out", **options)

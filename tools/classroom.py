@@ -261,6 +261,11 @@ def grade(name: str, submissions: Path, out: Path, timeout: float = 60.0, total_
     CPU core); tables and, with ``html``, nbgrader's feedback pages into ``out``."""
     from concurrent.futures import ThreadPoolExecutor  # noqa: PLC0415
 
+    if not timeout > 0 or (total_timeout is not None and not total_timeout > 0):
+        raise SystemExit(f"time limits must be positive seconds, got timeout={timeout}, total_timeout={total_timeout}")
+    if jobs is not None and jobs < 1:
+        raise SystemExit(f"jobs must be at least 1, got {jobs}")
+    assignment_source(name)  # a clear error for an unknown assignment before any work
     found = find_submissions(submissions)
     shutil.rmtree(out / "nbgrader", ignore_errors=True)
     shutil.rmtree(out / "feedback", ignore_errors=True)
@@ -338,7 +343,8 @@ def broken(name: str, kind: str):
 def check(name: str, out: Path, timeout: float = 20.0, robustness: bool = True) -> list[str]:
     """Grade the reference solution, the unchanged student version and every plausible wrong answer
     (and, with ``robustness``, submissions that loop forever, raise, kill the kernel, are not
-    notebooks, or name a kernel the grader does not have); return what did not grade as intended (empty: all is well)."""
+    notebooks, or name a kernel the grader does not have); return what did not grade as intended
+    (empty: all is well)."""
     import hashlib  # noqa: PLC0415
 
     import jupytext  # noqa: PLC0415
