@@ -40,6 +40,7 @@ ASSIGNMENTS = ROOT / "assignments"
 DEFAULT_OUT = ROOT / "_build" / "classroom"
 PY = sys.executable
 STUDENT_ID = re.compile(r"[^A-Za-z0-9_.-]+")
+KERNEL_START_FAILED = "Kernel died before replying to kernel_info"
 
 
 def assignment_names() -> list[str]:
@@ -200,10 +201,15 @@ def grade_one(name: str, master: Path, student: str, submission: Path, timeout: 
     target.parent.mkdir(parents=True)
     shutil.copyfile(submission, target)  # nbgrader works on the copy; the submission stays as it is
     start = time.perf_counter()
-    run = nbgrader(course, "autograde", name, f"--student={student}", "--force", "--create",
-                   f"--ExecutePreprocessor.timeout={timeout:g}",
-                   # the grader's own Python kernel, whatever kernel the student's notebook names
-                   "--ExecutePreprocessor.kernel_name=python3", timeout=total_timeout)
+    for _attempt in range(3):
+        run = nbgrader(course, "autograde", name, f"--student={student}", "--force", "--create",
+                       f"--ExecutePreprocessor.timeout={timeout:g}",
+                       # the grader's own Python kernel, whatever kernel the student's notebook names
+                       "--ExecutePreprocessor.kernel_name=python3", timeout=total_timeout)
+        # A kernel that dies before its first reply never ran the submission (seen: kernels started
+        # at the same moment on a busy machine); that is the grader's failure, so try again.
+        if run.returncode == 0 or KERNEL_START_FAILED not in run.stdout:
+            break
     graded = course / "autograded" / student / name / f"{name}.ipynb"
     expected = test_cells(course / "source" / name / f"{name}.ipynb")
     if run.returncode != 0 or not graded.is_file():
