@@ -254,7 +254,7 @@ def _run_vqa(ctx: RunContext, dataset: str, kind: str) -> dict:
     scores = accuracy_by_type(model, test, vocab, device=ctx.device)
     summary = training_summary(model, history, {"accuracy": scores["accuracy"], "f1": float("nan")},
                                dataset=dataset, attention=kind,
-                               hop_maps=hop_maps(model, test, vocab) if kind == "san" else [])
+                               hop_maps=hop_maps(model, test, vocab) if kind != "none" else [])
     summary["metrics"] = scores  # accuracy by type instead of F1 over 12-13 answers
     return summary
 
@@ -262,7 +262,8 @@ def _run_vqa(ctx: RunContext, dataset: str, kind: str) -> dict:
 @torch.no_grad()
 def hop_maps(model: nn.Module, split: VQASplit, vocab, per_type: int = 1, images: int = 2) -> list[dict]:
     """For the first ``images`` test images: ``per_type`` question of each type asked about them,
-    with the answer, the prediction and each hop's weights over the region grid ``(hops, R)``."""
+    with the answer, the prediction and every attention output of the model beside its logits
+    (for SAN ``"weights"``: each hop's weights over the region grid ``(hops, R)``)."""
     rows = [q for q in range(len(split)) if int(split.image_index[q]) < images]
     chosen, seen = [], collections.Counter()
     for q in rows:
@@ -278,7 +279,8 @@ def hop_maps(model: nn.Module, split: VQASplit, vocab, per_type: int = 1, images
     return [{"question": split.questions[q], "image": int(split.image_index[q]), "type": split.question_types[q],
              "answer": split.answer_names[int(labels[i])],
              "prediction": split.answer_names[int(out["logits"][i].argmax())],
-             "weights": out["weights"][i].cpu().tolist()} for i, q in enumerate(chosen)]
+             **{key: value[i].cpu().tolist() for key, value in out.items() if key != "logits"}}
+            for i, q in enumerate(chosen)]
 
 
 for _dataset in ("relational", "easy"):
@@ -286,3 +288,21 @@ for _dataset in ("relational", "easy"):
                           ("san", "stacked attention, 2 hops")):
         experiment(f"ch05_{_kind}_{_dataset}", f"{'relational set' if _dataset == 'relational' else 'easy-VQA'}, "
                    f"{_label}, chapter 5")(lambda ctx, d=_dataset, k=_kind: _run_vqa(ctx, d, k))
+
+
+def vqa_table(names: list[str]):
+    """Recorded test accuracy of VQA experiments: one row per (experiment, profile), one column
+    per metric (overall, relational, by question type), "mean ± std" in percent over the seeds."""
+    import pandas as pd
+
+    from attn_tutorial.results import load_records
+
+    rows = []
+    for name in names:
+        for record in load_records(name):
+            runs = pd.DataFrame([run["metrics"] for run in record["runs"]]).drop(columns="f1", errors="ignore")
+            cells = {column: f"{100 * runs[column].mean():.1f} ± {100 * runs[column].std(ddof=1):.1f}"
+                     if len(runs) > 1 else f"{100 * runs[column].mean():.1f}" for column in runs}
+            rows.append({"experiment": name, "profile": record["profile"], "device": record["device"],
+                         "seeds": len(runs), **{k.removeprefix("type_"): v for k, v in cells.items()}})
+    return pd.DataFrame(rows).set_index(["experiment", "profile"]) if rows else pd.DataFrame()
