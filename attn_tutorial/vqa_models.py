@@ -306,3 +306,15 @@ def vqa_table(names: list[str]):
             rows.append({"experiment": name, "profile": record["profile"], "device": record["device"],
                          "seeds": len(runs), **{k.removeprefix("type_"): v for k, v in cells.items()}})
     return pd.DataFrame(rows).set_index(["experiment", "profile"]) if rows else pd.DataFrame()
+
+
+def recorded_or_run(name: str, profile) -> tuple[dict, str]:
+    """Seed 0 of an experiment in ``profile``: from its record when there is one (a notebook then
+    shows the recorded run without training for minutes), else trained here. Returns the run and
+    where it came from."""
+    from attn_tutorial.results import load_records, run_experiment
+
+    recorded = {record["profile"]: record for record in load_records(name)}
+    if profile.name in recorded:
+        return recorded[profile.name]["runs"][0], f"recorded {profile.name} run"
+    return run_experiment(name, profile, seed=0), f"{profile.name} run in this notebook"
