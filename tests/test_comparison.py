@@ -6,7 +6,15 @@ import pytest
 
 from attn_tutorial.results import load_records
 
+from conftest import ROOT
+
 pytestmark = pytest.mark.usefixtures("one_thread")
+
+
+@pytest.fixture(autouse=True)
+def _committed_results(monkeypatch):
+    """These tests read the records the book shows, not the empty per-test results folder."""
+    monkeypatch.setenv("ATTN_RESULTS_DIR", str(ROOT / "book" / "results"))
 
 
 COMPARED = ["ch05_none", "ch05_san", "ch07_coatt", "ch07_hiecoatt", "ch08_ban"]
