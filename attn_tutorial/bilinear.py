@@ -176,6 +176,97 @@ class SparseBilinearAttention(nn.Module):
         return context, weights
 
 
+from torch.utils import benchmark
+
+from attn_tutorial.results import RunContext, experiment
+
+# (S keys, D width, B examples) per profile; the long case holds 4 x 16,384 x 256 floats = 64 MB of keys
+TOPK_TIMING = {"smoke": {"sizes": ((64, 64, 32), (4_096, 256, 4)), "min_run_time": 0.05},
+               "cpu": {"sizes": ((64, 64, 32), (16_384, 256, 4)), "min_run_time": 0.3},
+               "full": {"sizes": ((64, 64, 32), (16_384, 256, 4), (65_536, 256, 4)), "min_run_time": 0.3}}
+
+
+def dense_pool(scores: torch.Tensor, values: torch.Tensor) -> torch.Tensor:
+    """Softmax over all ``S`` scores ``(B, S)``, weighted sum of values ``(B, S, D)`` -> ``(B, D)``."""
+    return (torch.softmax(scores, -1).unsqueeze(1) @ values).squeeze(1)
+
+
+def article_topk_pool(scores: torch.Tensor, values: torch.Tensor, k: int) -> torch.Tensor:
+    """Article 004's way: dense weights, keep the top ``k``, scatter them into zeros, renormalise,
+    then a dense weighted sum over all ``S`` values anyway."""
+    weights = torch.softmax(scores, -1)  # (B, S)
+    top, index = weights.topk(k, dim=-1)  # (B, k)
+    sparse = torch.zeros_like(weights).scatter_(-1, index, top)  # (B, S), mostly zeros
+    sparse = sparse / sparse.sum(-1, keepdim=True)
+    return (sparse.unsqueeze(1) @ values).squeeze(1)
+
+
+def gathered_topk_pool(scores: torch.Tensor, values: torch.Tensor, k: int) -> torch.Tensor:
+    """Top ``k`` scores, softmax over them only, weighted sum of the ``k`` gathered values."""
+    top, index = scores.topk(k, dim=-1)  # (B, k)
+    chosen = values.gather(1, index.unsqueeze(-1).expand(-1, -1, values.shape[-1]))  # (B, k, D)
+    return (torch.softmax(top, -1).unsqueeze(1) @ chosen).squeeze(1)
+
+
+def topk_timing(sizes=((64, 64, 32), (16_384, 256, 4)), sparsity: float = 0.9, fixed_k: int = 16,
+                min_run_time: float = 0.3, device=None) -> list[dict]:
+    """Median microseconds per call of dense attention and three top-k poolings (the article's,
+    gathered with ``keep_count(S, sparsity)`` keys, gathered with ``fixed_k``), one query per
+    example, forward only. Each method is timed from given scores (``"pool µs"``) and with the
+    scores ``q . k_j / sqrt(D)`` of all ``S`` keys computed first (``"score + pool µs"``).
+    ``sizes``: ``(S, D, B)`` triples. On a CPU the timers use one thread."""
+    generator = torch.Generator().manual_seed(0)
+    threads = 1 if device is None or torch.device(device).type == "cpu" else torch.get_num_threads()
+    rows = []
+    for length, width, batch_size in sizes:
+        query = torch.randn(batch_size, width, generator=generator).to(device)  # (B, D)
+        keys = torch.randn(batch_size, length, width, generator=generator).to(device)  # (B, S, D), keys = values
+        scale = width ** -0.5  # scaled dot products: unscaled ones of random vectors (std sqrt(D)) give
+        # weights so small that they are denormal floats, which slow a CPU's dense product and flatter top-k
+        scores = (keys @ query.unsqueeze(-1)).squeeze(-1) * scale  # (B, S)
+        k = keep_count(length, sparsity)
+        methods = {"dense": (length, lambda s: dense_pool(s, keys)),
+                   "article's top-k": (k, lambda s: article_topk_pool(s, keys, k)),
+                   "gathered top-k": (k, lambda s: gathered_topk_pool(s, keys, k)),
+                   f"gathered top-{fixed_k}": (fixed_k, lambda s: gathered_topk_pool(s, keys, fixed_k))}
+        for name, (keep, pool) in methods.items():
+            def pool_only(pool=pool):
+                return pool(scores)
+
+            def score_and_pool(pool=pool):
+                return pool((keys @ query.unsqueeze(-1)).squeeze(-1) * scale)  # every key scored
+
+            row = {"S": length, "D": width, "B": batch_size, "k": keep, "method": name}
+            for label, fn in (("pool µs", pool_only), ("score + pool µs", score_and_pool)):
+                timer = benchmark.Timer("fn()", globals={"fn": fn}, num_threads=threads)
+                row[label] = timer.blocked_autorange(min_run_time=min_run_time).median * 1e6
+            rows.append(row)
+    return rows
+
+
+def topk_ratios(rows: list[dict]) -> list[dict]:
+    """Each row of :func:`topk_timing` with its times divided by dense attention's at the same ``S``."""
+    dense = {r["S"]: r for r in rows if r["method"] == "dense"}
+    return [{**r, "pool / dense": r["pool µs"] / dense[r["S"]]["pool µs"],
+             "score + pool / dense": r["score + pool µs"] / dense[r["S"]]["score + pool µs"]} for r in rows]
+
+
+@experiment("ch08_topk", "dense attention vs article 004's top-k vs gathered top-k, µs per call, with and "
+            "without scoring, chapter 8")
+def run_topk_timing(ctx: RunContext) -> dict:
+    settings = TOPK_TIMING[ctx.profile.name]
+    rows = topk_ratios(topk_timing(settings["sizes"], min_run_time=settings["min_run_time"], device=ctx.device))
+    longest = max(r["S"] for r in rows)
+    pick = {(r["S"], r["method"]): r for r in rows}
+    metrics = {}
+    for length, tag in ((64, "short"), (longest, "long")):
+        for method, key in (("article's top-k", "article"), ("gathered top-k", "gathered")):
+            metrics[f"{key}_pool_vs_dense_{tag}"] = pick[(length, method)]["pool / dense"]
+            metrics[f"{key}_score_pool_vs_dense_{tag}"] = pick[(length, method)]["score + pool / dense"]
+    return {"metrics": metrics, "extra": {"rows": rows, "sparsity": 0.9, "fixed_k": 16,
+                                          "threads": 1 if ctx.device.type == "cpu" else None}}
+
+
 def pair_mask(region_mask: torch.Tensor | None, word_mask: torch.Tensor | None, regions: int, words: int):
     """``(B, R)`` and ``(B, L)`` masks (either may be None) -> ``(B, 1, R, L)``: a pair is real
     when its region **and** its word are real. None when both are None."""

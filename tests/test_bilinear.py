@@ -149,3 +149,27 @@ def test_ban_vqa_fits_a_small_set():
     with torch.no_grad():
         accuracy = (model(**batch)["logits"].argmax(-1) == labels).float().mean().item()
     assert loss.item() < 0.5 * first and accuracy > 0.8, (first, loss.item(), accuracy)
+
+
+def test_the_timed_poolings_agree_with_dense_attention_when_nothing_is_dropped():
+    from attn_tutorial.bilinear import article_topk_pool, dense_pool, gathered_topk_pool
+
+    scores, values = torch.randn(3, 20), torch.randn(3, 20, 8)
+    dense = dense_pool(scores, values)  # (B, D)
+    assert dense.shape == (3, 8)
+    torch.testing.assert_close(article_topk_pool(scores, values, 20), dense)
+    torch.testing.assert_close(gathered_topk_pool(scores, values, 20), dense)
+    # with k < S the two top-k ways are the same function: softmax over the k best, their values summed
+    torch.testing.assert_close(article_topk_pool(scores, values, 5), gathered_topk_pool(scores, values, 5))
+    one = gathered_topk_pool(scores, values, 1)  # k = 1: the best-scored value itself
+    torch.testing.assert_close(one, values[torch.arange(3), scores.argmax(-1)])
+
+
+def test_topk_timing_times_every_method_with_and_without_scoring():
+    from attn_tutorial.bilinear import topk_ratios, topk_timing
+
+    rows = topk_ratios(topk_timing(sizes=((32, 8, 2),), sparsity=0.75, fixed_k=4, min_run_time=0.001))
+    assert [r["method"] for r in rows] == ["dense", "article's top-k", "gathered top-k", "gathered top-4"]
+    assert [r["k"] for r in rows] == [32, 8, 8, 4]
+    assert all(r["pool µs"] > 0 and r["score + pool µs"] > 0 for r in rows)
+    assert rows[0]["pool / dense"] == rows[0]["score + pool / dense"] == 1.0
