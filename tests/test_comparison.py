@@ -31,3 +31,56 @@ def test_the_comparison_is_recorded_for_every_model_in_the_cpu_profile(dataset):
         assert all(run["profile"] == "cpu" and run["n_params"] > 0 for run in record["runs"])
         expected = {"accuracy", "relational", "non_relational"} if dataset == "relational" else {"accuracy"}
         assert expected <= set(record["summary"]), prefix
+
+
+def test_select_types_keeps_only_those_questions_with_their_images_and_answers():
+    from attn_tutorial.comparison import select_types
+    from attn_tutorial.vqa_data import generate_relational
+
+    split = generate_relational(40, questions_per_image=10, seed=5, cache=False)
+    horizontal = select_types(split, ("horizontal",))
+    expected = [q for q, t in enumerate(split.question_types) if t == "horizontal"]
+    assert 0 < len(horizontal) == len(expected) < len(split)
+    assert set(horizontal.question_types) == {"horizontal"}
+    assert horizontal.images is split.images  # images are shared, not copied
+    assert horizontal.image_index.tolist() == split.image_index[expected].tolist()
+    assert horizontal.answers.tolist() == split.answers[expected].tolist()
+    assert horizontal.questions == [split.questions[q] for q in expected]
+    # the answer still agrees with the scene: left iff the asked colour's centre is in the left half
+    centres, colours = horizontal.scenes["centres"], horizontal.scenes["question_colour"]
+    for q in range(len(horizontal)):
+        x = float(centres[horizontal.image_index[q], colours[q], 0])
+        assert horizontal.answer_text(q) == ("left" if x < 32 else "right")
+    both = select_types(split, ("shape", "count"))
+    assert set(both.question_types) == {"shape", "count"} and not both.relational.all() and both.relational.any()
+
+
+def test_select_types_rejects_unknown_or_no_types():
+    from attn_tutorial.comparison import select_types
+    from attn_tutorial.vqa_data import generate_relational
+
+    split = generate_relational(10, questions_per_image=4, seed=5, cache=False)
+    with pytest.raises(ValueError, match="non-empty subset"):
+        select_types(split, ("colour",))
+    with pytest.raises(ValueError, match="non-empty subset"):
+        select_types(split, ())
+
+
+def test_data_budgets_compare_images_at_equal_steps():
+    from attn_tutorial.comparison import DATA_BUDGETS
+    from attn_tutorial.results import run_experiment
+    from attn_tutorial.vqa_models import VQA_TRAINING
+
+    for profile in ("cpu", "smoke"):
+        budgets = DATA_BUDGETS[profile]
+        (small, small_epochs), (same, long_epochs), (large, large_epochs) = (
+            budgets["small"], budgets["small_long"], budgets["large"])
+        assert small == same < large and small_epochs == large_epochs
+        assert long_epochs * small == large_epochs * large  # "small_long" takes the steps of "large"
+    run = run_experiment("ch09_horizontal_small", "smoke", seed=0, progress=False)
+    extra = run["extra"]
+    per_batch = VQA_TRAINING["smoke"]["images_per_batch"]
+    assert extra["types"] == ["horizontal"] and extra["epochs"] == 1
+    assert extra["train_images"] == 360 and extra["steps"] == -(-360 // per_batch)
+    assert 0 < extra["train_questions"] < 10 * 360 / 2
+    assert 0.0 <= run["metrics"]["accuracy"] <= 1.0 and len(extra["history"]) == 1
