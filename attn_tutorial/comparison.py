@@ -69,3 +69,102 @@ for _budget, _label in (("small", "the cpu profile's 5,000 training images, 20 e
                         ("large", "the full profile's 20,000 training images, 20 epochs")):
     experiment(f"ch09_horizontal_{_budget}", f"stacked attention on left/right questions only, {_label} "
                "(smoke: 400 / 1,600 images), chapter 9")(lambda ctx, b=_budget: run_data_budget(ctx, b))
+
+
+import copy
+
+from torch import nn
+
+from attn_tutorial.vqa_data import relational_splits
+
+# epochs of the batch-normalisation check per profile
+BN_CHECK = {"smoke": {"epochs": 2, "calibration_batches": 5}, "cpu": {"epochs": 8, "calibration_batches": 50},
+            "full": {"epochs": 8, "calibration_batches": 50}}
+
+
+@torch.no_grad()
+def vqa_accuracy(model: nn.Module, loader, device=None) -> float:
+    """Accuracy of ``model`` (in whatever train/eval mode it is) over a loader of VQA batches."""
+    device = device or next(model.parameters()).device
+    correct = seen = 0
+    for batch in loader:
+        labels = batch.pop("labels").to(device)
+        out = model(**{k: v.to(device) for k, v in batch.items()})
+        correct += int(((out["logits"] if isinstance(out, dict) else out).argmax(-1) == labels).sum())
+        seen += len(labels)
+    return correct / seen
+
+
+def batch_statistics_mode(model: nn.Module) -> nn.Module:
+    """Evaluation mode, except that batch normalisation uses each batch's own statistics (and
+    leaves its running averages untouched): the normalisation the weights were trained with."""
+    model.eval()
+    for module in model.modules():
+        if isinstance(module, nn.modules.batchnorm._BatchNorm):
+            module.train()
+            module.momentum = 0.0  # running = (1 - 0) * running: nothing is updated
+    return model
+
+
+@torch.no_grad()
+def recalibrated(model: nn.Module, loader, batches: int, device=None) -> nn.Module:
+    """A copy of ``model`` whose batch-normalisation running statistics are recomputed: reset,
+    then a plain average over ``batches`` training batches with the weights frozen."""
+    if batches < 1:
+        raise ValueError(f"batches must be >= 1, got {batches}")
+    device = device or next(model.parameters()).device
+    copy_ = copy.deepcopy(model).eval()
+    norms = [m for m in copy_.modules() if isinstance(m, nn.modules.batchnorm._BatchNorm)]
+    for module in norms:
+        module.reset_running_stats()
+        module.momentum = None  # cumulative average instead of an exponential one
+        module.train()
+    for i, batch in enumerate(loader):
+        if i == batches:
+            break
+        batch.pop("labels")
+        copy_(**{k: v.to(device) for k, v in batch.items()})
+    return copy_.eval()
+
+
+@experiment("ch09_bn_eval", "stacked attention on the relational set, constant lr 1e-3: validation accuracy "
+            "each epoch with running, batch and recalibrated batch-norm statistics, chapter 9")
+def run_bn_eval(ctx: RunContext) -> dict:
+    settings, training = BN_CHECK[ctx.profile.name], VQA_TRAINING["smoke" if ctx.profile.name == "smoke" else "cpu"]
+    train_full, _ = relational_splits(ctx.profile.name)
+    train, val = split_by_image(train_full, 0.1, seed=ctx.seed)
+    vocab = question_vocab(train)
+    model = StackedAttentionVQA(len(vocab), len(train.answer_names), dim=training["dim"], pad_id=vocab.pad_id).to(ctx.device)
+    generator = torch.Generator().manual_seed(ctx.seed)
+    train_loader = VQADataset(train, vocab).loader(None, True, generator, training["images_per_batch"])
+    val_loader = VQADataset(val, vocab).loader(None, False, torch.Generator().manual_seed(0), training["images_per_batch"])
+    optimizer = torch.optim.AdamW(model.parameters(), lr=training["lr"])
+    rows = []
+    for epoch in range(1, settings["epochs"] + 1):
+        model.train()
+        running_loss = seen = 0
+        for batch in train_loader:
+            labels = batch.pop("labels").to(ctx.device)
+            loss = nn.functional.cross_entropy(model(**{k: v.to(ctx.device) for k, v in batch.items()})["logits"], labels)
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            optimizer.step()
+            running_loss, seen = running_loss + loss.item() * len(labels), seen + len(labels)
+        state = copy.deepcopy(model.state_dict())
+        row = {"epoch": epoch, "train_loss": running_loss / seen,
+               "running": vqa_accuracy(model.eval(), val_loader),
+               "batch": vqa_accuracy(batch_statistics_mode(model), val_loader),
+               "recalibrated": vqa_accuracy(recalibrated(model, train_loader, settings["calibration_batches"]), val_loader)}
+        model.load_state_dict(state)  # batch_statistics_mode changed the momenta, not the weights
+        for module in model.modules():
+            if isinstance(module, nn.modules.batchnorm._BatchNorm):
+                module.momentum = 0.1
+        rows.append(row)
+    metrics = {}
+    for way in ("running", "batch", "recalibrated"):
+        values = [r[way] for r in rows]
+        metrics[f"{way}_min"], metrics[f"{way}_final"] = min(values), values[-1]
+        metrics[f"{way}_mean_jump"] = sum(abs(a - b) for a, b in zip(values, values[1:])) / max(len(values) - 1, 1)
+    return {"metrics": metrics, "n_params": sum(p.numel() for p in model.parameters()),
+            "extra": {"epochs": rows, "calibration_batches": settings["calibration_batches"]}}

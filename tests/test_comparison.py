@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+import torch
 
 from attn_tutorial.results import load_records
 
@@ -84,3 +85,64 @@ def test_data_budgets_compare_images_at_equal_steps():
     assert extra["train_images"] == 360 and extra["steps"] == -(-360 // per_batch)
     assert 0 < extra["train_questions"] < 10 * 360 / 2
     assert 0.0 <= run["metrics"]["accuracy"] <= 1.0 and len(extra["history"]) == 1
+
+
+def _batch_norm_model():
+    from torch import nn
+
+    torch.manual_seed(0)
+    return nn.Sequential(nn.Linear(3, 4), nn.BatchNorm1d(4))
+
+
+def test_batch_statistics_mode_normalises_with_the_batch_and_updates_nothing():
+    from attn_tutorial.comparison import batch_statistics_mode
+
+    model, x = _batch_norm_model(), 5 + 3 * torch.randn(64, 3)  # far from the initial running stats
+    norm = model[1]
+    before = (norm.running_mean.clone(), norm.running_var.clone())
+    eval_out = model.eval()(x)
+    out = batch_statistics_mode(model)(x)
+    assert not model[0].training and norm.training
+    torch.testing.assert_close(norm.running_mean, before[0])
+    torch.testing.assert_close(norm.running_var, before[1])
+    torch.testing.assert_close(out.mean(0), torch.zeros(4), atol=1e-5, rtol=0)  # normalised by the batch itself
+    assert not torch.allclose(out, eval_out)  # the stale running statistics give something else
+
+
+def test_recalibrated_copy_averages_the_statistics_of_the_given_batches():
+    from attn_tutorial.comparison import recalibrated
+
+    model = _batch_norm_model()
+    batches = [{"input": 2 + torch.randn(32, 3), "labels": torch.zeros(32)} for _ in range(4)]
+
+    class Wrapped(torch.nn.Module):  # the loader yields batch dicts, as VQA loaders do
+        def __init__(self, inner):
+            super().__init__()
+            self.inner = inner
+
+        def forward(self, input):
+            return self.inner(input)
+
+    wrapped = Wrapped(model)
+    fresh = recalibrated(wrapped, ({**b} for b in batches), batches=3)
+    per_batch_means = torch.stack([model[0](b["input"]).mean(0) for b in batches[:3]]).detach()
+    torch.testing.assert_close(fresh.inner[1].running_mean, per_batch_means.mean(0))
+    assert not fresh.training and torch.allclose(model[1].running_mean, torch.zeros(4))  # the original is untouched
+    with pytest.raises(ValueError, match="batches must be >= 1"):
+        recalibrated(wrapped, iter(batches), batches=0)
+
+
+def test_vqa_accuracy_counts_correct_answers():
+    from attn_tutorial.comparison import vqa_accuracy
+
+    class Fixed(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.weight = torch.nn.Parameter(torch.zeros(1))
+
+        def forward(self, answer):
+            return {"logits": torch.nn.functional.one_hot(answer, 3).float()}
+
+    batches = [{"answer": torch.tensor([0, 1, 2]), "labels": torch.tensor([0, 1, 0])},
+               {"answer": torch.tensor([2]), "labels": torch.tensor([2])}]
+    assert vqa_accuracy(Fixed(), batches) == 3 / 4
