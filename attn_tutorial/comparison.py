@@ -60,15 +60,20 @@ def run_data_budget(ctx: RunContext, budget: str, types: tuple[str, ...] = ("hor
                                budget=budget, types=list(types), train_images=len(train.images),
                                train_questions=len(train), epochs=epochs,
                                steps=epochs * -(-len(train.images) // training["images_per_batch"]))
-    summary["metrics"] = {"accuracy": scores["accuracy"]}
+    summary["metrics"] = scores if len(types) > 1 else {"accuracy": scores["accuracy"]}
     return summary
 
 
+ALL_TYPES = ("shape", "horizontal", "vertical", "closest", "furthest", "count")
 for _budget, _label in (("small", "the cpu profile's 5,000 training images, 20 epochs"),
                         ("small_long", "the same 5,000 images, 80 epochs (the steps of 'large')"),
                         ("large", "the full profile's 20,000 training images, 20 epochs")):
     experiment(f"ch09_horizontal_{_budget}", f"stacked attention on left/right questions only, {_label} "
                "(smoke: 400 / 1,600 images), chapter 9")(lambda ctx, b=_budget: run_data_budget(ctx, b))
+    if _budget != "small":  # every question type: chapter 5's ch05_san_relational with a longer budget
+        experiment(f"ch09_mixed_{_budget}", f"stacked attention on every question type, {_label} "
+                   "(smoke: 400 / 1,600 images), chapter 9")(
+            lambda ctx, b=_budget: run_data_budget(ctx, b, ALL_TYPES))
 
 
 import copy
