@@ -24,6 +24,7 @@ import json
 import os
 import pkgutil
 import platform
+import re
 import statistics
 import subprocess
 import sys
@@ -176,6 +177,18 @@ def record_path(name: str, profile: str, directory: Path | None = None) -> Path:
     return Path(directory or results_dir()) / name / f"{profile}.json"
 
 
+# a list that json.dumps(indent=...) spread over lines and that holds only numbers (never a string)
+_NUMBER_LIST = re.compile(r"\[\n\s*(-?[\d.eE+-]+(?:,\n\s*-?[\d.eE+-]+)*)\n\s*\]")
+
+
+def dumps_record(record: dict) -> str:
+    """JSON text of a record: indented for reading and diffs, except that a list of plain numbers
+    (a history column, an attention map's row) stays on one line; indenting those one number per
+    line doubled the size of records that carry attention maps."""
+    text = json.dumps(record, indent=2, sort_keys=False)
+    return _NUMBER_LIST.sub(lambda m: "[" + ", ".join(x.strip() for x in m.group(1).split(",")) + "]", text) + "\n"
+
+
 def write_record(name: str, runs: list[dict], command: str, directory: Path | None = None) -> Path:
     """Write the record of a (multi-seed) run atomically; return its path.
 
@@ -196,7 +209,7 @@ def write_record(name: str, runs: list[dict], command: str, directory: Path | No
         "runs": runs,
     }
     tmp = path.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(record, indent=2, sort_keys=False) + "\n", encoding="utf-8")
+    tmp.write_text(dumps_record(record), encoding="utf-8")
     os.replace(tmp, path)
     return path
 

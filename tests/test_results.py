@@ -93,3 +93,17 @@ def test_recorded_results_in_the_book_are_well_formed():
         for run in record["runs"]:
             assert run["device"] and run["versions"]["torch"] and run["metrics"]
             assert all(isinstance(v, (int, float)) for v in run["metrics"].values())
+
+
+def test_records_keep_lists_of_numbers_on_one_line_and_round_trip():
+    import json
+
+    from attn_tutorial.results import dumps_record
+
+    record = {"runs": [{"metrics": {"accuracy": 0.5}, "maps": [[0.25, -1e-05, 3], [1.5e+20, 0.0]],
+                        "note": "[0,\n 1] stays as written", "history": [{"epoch": 1}], "empty": []}]}
+    text = dumps_record(record)
+    assert json.loads(text) == record
+    assert "[0.25, -1e-05, 3]" in text and "[1.5e+20, 0.0]" in text
+    assert '"note": "[0,\\n 1] stays as written"' in text  # strings are never touched
+    assert len(text) < len(json.dumps(record, indent=2)) and text.endswith("\n")
