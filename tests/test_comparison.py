@@ -12,15 +12,16 @@ from conftest import ROOT
 pytestmark = pytest.mark.usefixtures("one_thread")
 
 
-@pytest.fixture(autouse=True)
-def _committed_results(monkeypatch):
-    """These tests read the records the book shows, not the empty per-test results folder."""
+@pytest.fixture
+def committed_results(monkeypatch):
+    """Read the records the book shows, not the empty per-test results folder."""
     monkeypatch.setenv("ATTN_RESULTS_DIR", str(ROOT / "book" / "results"))
 
 
 COMPARED = ["ch05_none", "ch05_san", "ch07_coatt", "ch07_hiecoatt", "ch08_ban"]
 
 
+@pytest.mark.usefixtures("committed_results")
 @pytest.mark.parametrize("dataset", ["relational", "easy"])
 def test_the_comparison_is_recorded_for_every_model_in_the_cpu_profile(dataset):
     for prefix in COMPARED:
