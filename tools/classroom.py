@@ -38,6 +38,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 ASSIGNMENTS = ROOT / "assignments"
 DEFAULT_OUT = ROOT / "_build" / "classroom"
+sys.path.insert(0, str(ROOT / "tools" / "grading"))  # the harness, the sandbox and their wire format
 PY = sys.executable
 STUDENT_ID = re.compile(r"[^A-Za-z0-9_.-]+")
 KERNEL_START_FAILED = "Kernel died before replying to kernel_info"
@@ -141,103 +142,113 @@ class StudentResult:
     tests: list[TestResult] = field(default_factory=list)
     detail: str = ""
     seconds: float = 0.0
+    cells: dict = field(default_factory=dict)  # the student's cells that raised: {cell id: {error, traceback}}
+    output: str = ""  # what the submission printed (the first bytes)
+    harness_rss_mib: float = 0.0
 
     @property
     def score(self) -> float:
         return sum(t.points for t in self.tests)
 
 
-def test_cells(notebook: Path) -> dict[str, tuple[float, str]]:
-    """``{grade_id: (max points, message)}`` of the graded test cells of an (executed) notebook."""
-    cells = json.loads(notebook.read_text())["cells"]
-    found = {}
-    for cell in cells:
-        meta = cell.get("metadata", {}).get("nbgrader", {})
-        if cell["cell_type"] != "code" or not meta.get("grade"):
+HIDDEN = re.compile(r"^[ \t]*### BEGIN HIDDEN TESTS.*?^[ \t]*### END HIDDEN TESTS[^\n]*\n?", re.S | re.M)
+
+
+def assignment_spec(name: str) -> dict:
+    """What the harness needs of an assignment, from its source: each code cell with its kind
+    (setup, solution or test), the names a solution cell defines, a test's points and its visible part."""
+    import jupytext  # noqa: PLC0415
+
+    from harness import defined_names  # noqa: PLC0415
+
+    cells = []
+    for number, cell in enumerate(jupytext.read(assignment_source(name)).cells, start=1):
+        if cell.cell_type != "code":
             continue
-        message = ""
-        for output in cell.get("outputs", []):
-            if output.get("output_type") == "stream" and output.get("name") == "stderr" and not message:
-                text = "".join(output.get("text", "")).strip().splitlines()
-                message = ("wrote to stderr, which nbgrader counts as failing: "
-                           + (text[0] if text else "")).strip()
-            if output.get("output_type") == "error":
-                message = f"{output.get('ename', 'Error')}: {output.get('evalue', '')}".strip()
-                if output.get("ename") == "KeyboardInterrupt":
-                    message = "timed out: the cell ran past the time limit and was interrupted"
-        found[meta["grade_id"]] = (float(meta.get("points", 0)), message)
-    return found
+        meta = cell.metadata.get("nbgrader", {})
+        entry = {"id": meta.get("grade_id", f"cell {number}"), "source": cell.source}
+        if meta.get("grade"):
+            entry.update(kind="test", points=float(meta.get("points", 0)),
+                         visible=HIDDEN.sub("# (hidden tests)\n", cell.source).rstrip())
+        elif meta.get("solution"):
+            entry.update(kind="solution", names=defined_names(cell.source))
+        else:
+            entry.update(kind="setup")
+        cells.append(entry)
+    return {"name": name, "cells": cells}
 
 
-def timed_out_cells(notebook: Path) -> list[str]:
-    """Names (grade ids, else cell numbers) of the cells that the time limit interrupted."""
-    names = []
-    for number, cell in enumerate(json.loads(notebook.read_text())["cells"], start=1):
-        if any(o.get("output_type") == "error" and o.get("ename") == "KeyboardInterrupt"
-               for o in cell.get("outputs", [])):
-            names.append(cell.get("metadata", {}).get("nbgrader", {}).get("grade_id") or f"cell {number}")
-    return names
+def grade_one(name: str, spec_file: Path, student: str, submission: Path, work: Path, timeout: float,
+              total_timeout: float, unsafe: bool) -> StudentResult:
+    """Grade one submission with the harness (``tools/grading/harness.py``) in a process of its own:
+    the student's code runs in a sandbox, the tests in the harness. The submission is read, never
+    changed, and never seen by the other submissions' sandboxes."""
+    import tempfile  # noqa: PLC0415
 
-
-def grader_error(log: str) -> str:
-    """The most telling line of a failed nbgrader run: its last exception line, else its last lines."""
-    errors = [line.strip() for line in log.splitlines()
-              if re.search(r"(Error|Exception|timed out)\b", line) and "[AutogradeApp" not in line]
-    if errors:
-        return errors[-1][-500:]
-    lines = [line for line in log.splitlines() if line.strip()]
-    return " | ".join(lines[-3:])[-500:] or "nbgrader gave no output"
-
-
-def grade_one(name: str, master: Path, student: str, submission: Path, timeout: float,
-              total_timeout: float, html: bool) -> StudentResult:
-    """Autograde one submission in a course folder of its own (a copy of the master's source and
-    gradebook), so that submissions can be graded in parallel and one cannot disturb another."""
-    course = master / "students" / student
-    shutil.rmtree(course, ignore_errors=True)
-    shutil.copytree(master / "source", course / "source")
-    shutil.copyfile(master / "gradebook.db", course / "gradebook.db")
-    target = course / "submitted" / student / name / f"{name}.ipynb"
-    target.parent.mkdir(parents=True)
-    shutil.copyfile(submission, target)  # nbgrader works on the copy; the submission stays as it is
     start = time.perf_counter()
-    for _attempt in range(3):
-        run = nbgrader(course, "autograde", name, f"--student={student}", "--force", "--create",
-                       f"--ExecutePreprocessor.timeout={timeout:g}",
-                       # the grader's own Python kernel, whatever kernel the student's notebook names
-                       "--ExecutePreprocessor.kernel_name=python3", timeout=total_timeout)
-        # A kernel that dies before its first reply never ran the submission (seen: kernels started
-        # at the same moment on a busy machine); that is the grader's failure, so try again.
-        if run.returncode == 0 or KERNEL_START_FAILED not in run.stdout:
-            break
-    graded = course / "autograded" / student / name / f"{name}.ipynb"
-    expected = test_cells(course / "source" / name / f"{name}.ipynb")
-    if run.returncode != 0 or not graded.is_file():
-        status = "timed out" if run.returncode == -9 else "failed"
-        tests = [TestResult(t, 0.0, p, f"not graded: the submission {status}") for t, (p, _) in expected.items()]
-        return StudentResult(student, submission, status, tests, grader_error(run.stdout),
-                             time.perf_counter() - start)
+    work.mkdir(parents=True, exist_ok=True)
+    result_file = work / f"{student}.json"
+    result_file.unlink(missing_ok=True)
+    sandbox_dir = Path(tempfile.mkdtemp(prefix=f"attn-grade-{student}-"))
+    cmd = [PY, str(ROOT / "tools" / "grading" / "harness.py"), str(spec_file), str(submission),
+           str(sandbox_dir), str(result_file), f"--cell-timeout={timeout:g}", f"--total-timeout={total_timeout:g}"]
+    if unsafe:
+        cmd.append("--unsafe")
+    env = dict(os.environ, OMP_NUM_THREADS="1")  # small tensors, several submissions at once
+    try:
+        with open(work / f"{student}.log", "wb") as log:
+            proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+            try:
+                proc.wait(timeout=total_timeout + 60)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)  # the harness's sandbox dies with it (--die-with-parent)
+                proc.wait()
+    finally:
+        shutil.rmtree(sandbox_dir, ignore_errors=True)
+    expected = [c for c in json.loads(spec_file.read_text())["cells"] if c["kind"] == "test"]
+    try:
+        data = json.loads(result_file.read_text())
+    except (OSError, ValueError):
+        tail = (work / f"{student}.log").read_text(errors="replace")[-500:]
+        tests = [TestResult(t["id"], 0.0, t["points"], "not graded: the grader failed") for t in expected]
+        return StudentResult(student, submission, "failed", tests, f"grader error: {tail}", time.perf_counter() - start)
+    by_test = {t["test"]: t for t in data.get("tests", [])}
+    tests = [TestResult(t["id"], float(by_test.get(t["id"], {}).get("points", 0.0)), t["points"],
+                        by_test.get(t["id"], {}).get("message", "not graded")) for t in expected]
+    return StudentResult(student, submission, data.get("status", "failed"), tests, "; ".join(data.get("notes", [])),
+                         time.perf_counter() - start, data.get("cells", {}), data.get("output", ""),
+                         float(data.get("harness_max_rss_mib", 0.0)))
 
-    from nbgrader.api import Gradebook  # noqa: PLC0415
 
-    messages = test_cells(graded)
-    with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gradebook:
-        record = gradebook.find_submission_notebook(name, name, student)
-        scores = {g.name: (float(g.score or 0), float(g.max_score)) for g in record.grades}
-    tests = []
-    for test, (max_points, _) in expected.items():
-        points, max_points = scores.get(test, (0.0, max_points))
-        message = messages.get(test, (0, "the test cell is missing"))[1]
-        tests.append(TestResult(test, points, max_points, message if points < max_points else "passed"))
-    stopped = timed_out_cells(graded)
-    detail = (f"interrupted after {timeout:g} s (an endless loop?): {', '.join(stopped)}; "
-              "the cells after it still ran") if stopped else ""
-    if html:
-        feedback = nbgrader(course, "generate_feedback", name, f"--student={student}", "--force", timeout=120)
-        page = course / "feedback" / student / name / f"{name}.html"
-        if feedback.returncode != 0 or not page.is_file():
-            detail = (detail + "; " if detail else "") + f"no feedback page: {grader_error(feedback.stdout)}"
-    return StudentResult(student, submission, "graded", tests, detail, time.perf_counter() - start)
+def feedback_page(name: str, spec: dict, result: StudentResult) -> str:
+    """The student's feedback: score, each test's points and message, the visible tests' code, the
+    errors of the student's own cells and what it printed. Never the hidden tests' code or inputs."""
+    from html import escape  # noqa: PLC0415
+
+    total = sum(t.max_points for t in result.tests)
+    visible = {c["id"]: c["visible"] for c in spec["cells"] if c["kind"] == "test"}
+    rows = "".join(
+        f"<tr class=\"{'pass' if t.points >= t.max_points else 'fail'}\"><td>{escape(t.test)}</td>"
+        f"<td>{t.points:g} / {t.max_points:g}</td><td><pre>{escape(t.message)}</pre></td></tr>" for t in result.tests)
+    tests = "".join(f"<h3>{escape(t)}</h3><pre>{escape(code)}</pre>" for t, code in visible.items())
+    cells = "".join(f"<h3>{escape(cell)}</h3><pre>{escape(info.get('error', ''))}\n\n"
+                    f"{escape(info.get('traceback', ''))}</pre>" for cell, info in result.cells.items())
+    return f"""<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8"><title>{escape(name)}: feedback for {escape(result.student)}</title>
+<style>body{{font-family:sans-serif;max-width:60em;margin:2em auto;line-height:1.4}}
+pre{{white-space:pre-wrap;background:#f6f6f6;padding:.5em}}td{{vertical-align:top;padding:.3em}}
+tr.pass td:nth-child(2){{color:#1a7f37}}tr.fail td:nth-child(2){{color:#b3261e}}</style></head><body>
+<h1>{escape(name)}</h1>
+<p>Student: <b>{escape(result.student)}</b>. Score: <b>{result.score:g} / {total:g}</b> ({escape(result.status)}).</p>
+{f"<p>Grader: {escape(result.detail)}</p>" if result.detail else ""}
+<h2>Tests</h2><p>Each test cell scores all its points or none. The grader ran the visible tests below together with
+hidden tests of the same kind; a failed hidden test shows its message here, not its code.</p>
+<table><tr><th>test</th><th>points</th><th>message</th></tr>{rows}</table>
+{f"<h2>Your cells that raised an error</h2>{cells}" if cells else ""}
+{f"<h2>What your code printed</h2><pre>{escape(result.output)}</pre>" if result.output.strip() else ""}
+<h2>The visible tests</h2>{tests}
+</body></html>
+"""
 
 
 def write_tables(results: list[StudentResult], out: Path) -> None:
@@ -262,10 +273,13 @@ def write_tables(results: list[StudentResult], out: Path) -> None:
 
 
 def grade(name: str, submissions: Path, out: Path, timeout: float = 60.0, total_timeout: float | None = None,
-          jobs: int | None = None, html: bool = True) -> list[StudentResult]:
+          jobs: int | None = None, html: bool = True, unsafe: bool = False) -> list[StudentResult]:
     """Autograde every submission of ``name`` in ``submissions``, ``jobs`` at a time (default: one per
-    CPU core); tables and, with ``html``, nbgrader's feedback pages into ``out``."""
+    CPU core), each in a sandbox (refused where none can be made, unless ``unsafe``); tables and,
+    with ``html``, a feedback page per student into ``out``."""
     from concurrent.futures import ThreadPoolExecutor  # noqa: PLC0415
+
+    import sandbox  # noqa: PLC0415
 
     if not timeout > 0 or (total_timeout is not None and not total_timeout > 0):
         raise SystemExit(f"time limits must be positive seconds, got timeout={timeout}, total_timeout={total_timeout}")
@@ -273,15 +287,26 @@ def grade(name: str, submissions: Path, out: Path, timeout: float = 60.0, total_
         raise SystemExit(f"jobs must be at least 1, got {jobs}")
     assignment_source(name)  # a clear error for an unknown assignment before any work
     found = find_submissions(submissions)
-    shutil.rmtree(out / "nbgrader", ignore_errors=True)
-    shutil.rmtree(out / "feedback", ignore_errors=True)
+    problem = sandbox.sandbox_problem()
+    if problem and not unsafe:
+        raise SystemExit(f"refusing to grade: submissions are untrusted code and {problem}. Without a sandbox a "
+                         "submission can read the hidden tests and solutions, change other students' grades and "
+                         "leave processes behind. Fix the sandbox, or pass --unsafe to grade submissions you trust.")
+    if unsafe:
+        print("warning: --unsafe: submissions run WITHOUT a sandbox (only time limits and the harness's checks)",
+              file=sys.stderr)
+    out = out.resolve()
+    for old in ("work", "feedback"):
+        shutil.rmtree(out / old, ignore_errors=True)
     out.mkdir(parents=True, exist_ok=True)
-    master = out / "nbgrader"
-    prepare_course(name, master)
+    spec = assignment_spec(name)
+    spec_file = out / "work" / "assignment.json"
+    spec_file.parent.mkdir(parents=True)
+    spec_file.write_text(json.dumps(spec))
     total_timeout = total_timeout or max(120.0, 10 * timeout)
 
     def one(item: tuple[str, Path]) -> StudentResult:
-        result = grade_one(name, master, *item, timeout, total_timeout, html)
+        result = grade_one(name, spec_file, *item, out / "work", timeout, total_timeout, unsafe)
         print(f"{result.student:30s} {result.status:10s} {result.score:g}/"
               f"{sum(t.max_points for t in result.tests):g}  ({result.seconds:.1f} s)", flush=True)
         return result
@@ -289,11 +314,10 @@ def grade(name: str, submissions: Path, out: Path, timeout: float = 60.0, total_
     with ThreadPoolExecutor(max_workers=jobs or os.cpu_count() or 1) as pool:
         results = list(pool.map(one, found.items()))
     write_tables(results, out)
-    for r in results:
-        page = master / "students" / r.student / "feedback" / r.student / name / f"{name}.html"
-        if page.is_file():
-            (out / "feedback").mkdir(exist_ok=True)
-            shutil.copyfile(page, out / "feedback" / f"{r.student}.html")
+    if html:
+        (out / "feedback").mkdir(exist_ok=True)
+        for r in results:
+            (out / "feedback" / f"{r.student}.html").write_text(feedback_page(name, spec, r))
     print(f"grades: {out / 'grades.csv'}; per-test feedback: {out / 'feedback.csv'}"
           + (f"; feedback pages: {out / 'feedback'}" if html else ""))
     return results

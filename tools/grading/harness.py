@@ -1,0 +1,376 @@
+"""Grades one submission: the student's code runs in a sandbox, the tests run here. Trusted side.
+
+    python harness.py SPEC.json SUBMISSION.ipynb WORKDIR RESULT.json [--cell-timeout S]
+                      [--total-timeout S] [--unsafe]
+
+``SPEC.json`` is the assignment as the grader wrote it from its source (``classroom.py``): the setup
+cells, the solution cells (with the names each defines) and the test cells with their points and
+hidden parts. The submission is read as data (JSON), never executed here.
+
+1. The setup cells and the student's own cells (each solution cell of the submission, and any cell the
+   student added; the test cells never) are copied into ``WORKDIR`` with the worker, and run in the
+   sandbox (:mod:`sandbox`). A cell that runs past ``--cell-timeout`` or ends the process is skipped on
+   a restart, and the cells after it still run.
+2. Here, in this process, the setup cells and then the test cells run (the source's, with their hidden
+   parts) in a namespace where each name the solution cells define is a :class:`RemoteFunction`: a call
+   sends the inputs to the sandbox and returns what the student's function returned there (values
+   only, through :mod:`wire`), gradients included. The test's assertions, reference values and
+   ``torch`` are this process's own, so a submission cannot patch them, read them or skip them, and the
+   hidden inputs reach the sandbox only after the student's cells have run.
+
+Writes ``RESULT.json``: per test, points and the message; per student cell, its error and whether it
+timed out; the output printed (capped); notes for the teacher.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import json
+import resource
+import shutil
+import sys
+import time
+import traceback
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+import sandbox  # noqa: E402
+import wire  # noqa: E402
+
+MAX_RESTARTS = 6
+
+
+class SubmissionError(Exception):
+    """An exception of the student's code that is not a built-in type, re-raised here by name."""
+
+
+def defined_names(source: str) -> list[str]:
+    """The top-level names a cell of the reference solution defines (functions, classes, variables)."""
+    names = []
+    for node in ast.parse(source).body:
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            names.append(node.name)
+        elif isinstance(node, ast.Assign):
+            names += [t.id for t in node.targets if isinstance(t, ast.Name)]
+    return names
+
+
+def to_python(source: str) -> str:
+    """IPython syntax (``%time``, ``!ls``) as plain Python, as a kernel would run it."""
+    try:
+        from IPython.core.inputtransformer2 import TransformerManager  # noqa: PLC0415
+    except ImportError:
+        return source
+    try:
+        return TransformerManager().transform_cell(source)
+    except Exception:  # noqa: BLE001  (the sandbox reports the SyntaxError)
+        return source
+
+
+def student_cells(spec: dict, submission: dict) -> list[dict]:
+    """The cells the sandbox runs, in notebook order: the source's setup cells, and for each solution
+    cell the submission's cell of that id followed by the cells the student added after it. Test cells
+    (whatever the submission holds under their ids) never run there."""
+    kinds = {c["id"]: c["kind"] for c in spec["cells"]}
+    attached: dict[str, list[dict]] = {c["id"]: [] for c in spec["cells"]}
+    last = spec["cells"][0]["id"]
+    for number, cell in enumerate(submission.get("cells", []), start=1):
+        if not isinstance(cell, dict) or cell.get("cell_type") != "code":
+            continue
+        meta = cell.get("metadata", {})
+        grade_id = meta.get("nbgrader", {}).get("grade_id") if isinstance(meta, dict) and isinstance(
+            meta.get("nbgrader"), dict) else None
+        source = cell.get("source", "")
+        source = "".join(source) if isinstance(source, list) else str(source)
+        if grade_id in kinds:
+            last = grade_id
+            if kinds[grade_id] != "solution":
+                continue  # setup and test cells: the source's own version (setup) or nothing (tests)
+            attached[grade_id].append({"id": grade_id, "source": to_python(source)})
+        else:
+            attached[last].append({"id": f"your cell {number}", "source": to_python(source)})
+    cells = []
+    for cell in spec["cells"]:
+        if cell["kind"] == "setup":
+            cells.append({"id": cell["id"], "source": cell["source"]})
+        cells += attached[cell["id"]]
+    return cells
+
+
+class Session:
+    """The sandboxed worker of one submission, restarted (skipping the cell at fault) when needed."""
+
+    def __init__(self, workdir: Path, cells: list[dict], limits: sandbox.Limits, unsafe: bool):
+        self.workdir, self.cells, self.limits, self.unsafe = workdir, cells, limits, unsafe
+        self.deadline = time.monotonic() + limits.total_seconds
+        self.skip: dict[str, str] = {}  # cell id -> why it is skipped
+        self.cell_errors: dict[str, dict] = {}
+        self.outputs: list[str] = []
+        self.names: dict[str, str] = {}
+        self.worker: sandbox.Worker | None = None
+        self.restarts = 0
+        self.calls = 0
+        for name in ("worker.py", "wire.py"):
+            shutil.copyfile(HERE / name, workdir / name)
+        (workdir / "cells.json").write_text(json.dumps(cells))
+
+    def start(self) -> None:
+        """Run the cells in a fresh worker; skip (and note) a cell that times out or kills it."""
+        while True:
+            if self.restarts > MAX_RESTARTS:
+                raise sandbox.WorkerDied(f"the submission's process had to be restarted {MAX_RESTARTS} times")
+            if time.monotonic() >= self.deadline:
+                raise sandbox.Timeout()
+            self.close()
+            self.worker = sandbox.Worker(self.workdir, self.limits, self.unsafe, set(self.skip), self.deadline)
+            self.restarts += 1
+            current = None
+            try:
+                while True:
+                    until = time.monotonic() + (self.limits.cell_seconds if current else 120.0)  # 120: the start
+                    header, _ = self.worker.receive(until)
+                    event = header.get("event")
+                    if event == "cell":
+                        current = str(header.get("id"))
+                    elif event == "cell-done":
+                        if header.get("error") and current:
+                            self.cell_errors[current] = header["error"]
+                        current = None
+                    elif event == "ready":
+                        names = header.get("names")
+                        self.names = {str(k): str(v) for k, v in names.items()} if isinstance(names, dict) else {}
+                        return
+                    else:
+                        raise sandbox.WorkerDied("the submission broke the grader's protocol")
+            except sandbox.Timeout:
+                if current is None or time.monotonic() >= self.deadline:
+                    raise
+                self.skip[current] = f"interrupted after {self.limits.cell_seconds:g} s (an endless loop?)"
+            except sandbox.WorkerDied as died:
+                if current is None:
+                    raise
+                self.skip[current] = f"{died} while running it"
+
+    def call(self, name: str, args: tuple, kwargs: dict, grad: bool, count: bool = False):
+        """Run the student's ``name(*args, **kwargs)`` in the running sandbox: (header, returned value)."""
+        self.calls += 1
+        header = {"op": "call", "name": name, "grad": grad, "count": count, "id": self.calls}
+        return self._exchange(header, (args, kwargs), f"the call to {name}()")
+
+    def backward(self, call_id: int, grads: list):
+        return self._exchange({"op": "backward", "id": call_id}, grads, "the backward pass")
+
+    def _exchange(self, header: dict, value, what: str):
+        if self.worker is None or not self.worker.alive:
+            raise SubmissionError(f"the submission's process was restarted before {what}")
+        try:
+            message = b"V"
+            head = json.dumps(header).encode()
+            message += len(head).to_bytes(4, "big") + head + wire.encode(value)
+            self.worker.send(message)
+            reply, result = self.worker.receive(time.monotonic() + self.limits.cell_seconds)
+        except sandbox.Timeout:
+            self.worker.kill()
+            raise TimeoutError(f"{what} ran past the time limit of {self.limits.cell_seconds:g} s "
+                               "(an endless loop?)") from None
+        except sandbox.WorkerDied as died:
+            self.worker.kill()
+            raise SubmissionError(f"{died} during {what}") from None
+        if reply.get("id") != header["id"]:
+            self.worker.kill()
+            raise SubmissionError(f"the submission broke the grader's protocol during {what}")
+        if not reply.get("ok"):
+            raise remote_exception(reply.get("error"))
+        return reply, result
+
+    def close(self) -> None:
+        if self.worker is not None:
+            if self.worker.alive:
+                self.worker.kill()
+            self.outputs.append(self.worker.output.text())
+            self.worker = None
+
+
+def remote_exception(error) -> BaseException:
+    """The student's exception as one of this process's built-in types (or SubmissionError)."""
+    import builtins  # noqa: PLC0415
+
+    if not isinstance(error, dict):
+        return SubmissionError("the submission raised an exception the grader could not read")
+    kind = getattr(builtins, str(error.get("builtin")), None)
+    name, message = str(error.get("type"))[:100], str(error.get("message"))[:wire.MAX_TEXT]
+    text = message if name == error.get("builtin") else f"{name}: {message}"
+    if isinstance(kind, type) and issubclass(kind, Exception) and kind is not Exception:
+        return kind(text)
+    return SubmissionError(f"{name}: {message}")
+
+
+class _RemoteCall:
+    """Autograd across the sandbox: the forward pass runs there; backward asks it for the gradients."""
+
+    @staticmethod
+    def build():
+        import torch  # noqa: PLC0415
+
+        class RemoteCall(torch.autograd.Function):
+            @staticmethod
+            def forward(ctx, proxy, args, kwargs, holder, *inputs):
+                reply, result = proxy.session.call(proxy.name, args, kwargs, grad=True)
+                ctx.session, ctx.call_id, ctx.n_inputs = proxy.session, reply["id"], len(inputs)
+                outputs = wire.leaves(result)
+                holder["result"] = result
+                holder["differentiable"] = [o.requires_grad for o in outputs]
+                ctx.mark_non_differentiable(*[o for o in outputs if not o.requires_grad])
+                return tuple(o.detach() for o in outputs)
+
+            @staticmethod
+            def backward(ctx, *grads):
+                _, input_grads = ctx.session.backward(ctx.call_id, list(grads))
+                if not isinstance(input_grads, list) or len(input_grads) != ctx.n_inputs:
+                    raise SubmissionError("the submission sent back gradients the grader could not read")
+                return (None, None, None, None, *input_grads)
+
+        return RemoteCall
+
+
+class RemoteFunction:
+    """Stands for one of the student's functions: calling it calls the function in the sandbox."""
+
+    _autograd = None
+
+    def __init__(self, session: Session, name: str):
+        self.session, self.name = session, name
+        self.__name__ = self.__qualname__ = name
+
+    def __repr__(self) -> str:
+        return f"<the submission's {self.name}>"
+
+    def _ready(self) -> None:
+        """A running worker in which the student's cells defined this name."""
+        if self.session.worker is None or not self.session.worker.alive:
+            try:
+                self.session.start()
+            except sandbox.Timeout:
+                raise TimeoutError("the submission ran past its total time limit") from None
+            except sandbox.WorkerDied as died:
+                raise SubmissionError(str(died)) from None
+        if self.name not in self.session.names:
+            raise NameError(f"name {self.name!r} is not defined (did its cell run without an error?)")
+
+    def __call__(self, *args, **kwargs):
+        import torch  # noqa: PLC0415
+
+        self._ready()
+        inputs = wire.leaves((args, kwargs))
+        if torch.is_grad_enabled() and any(t.requires_grad for t in inputs):
+            if RemoteFunction._autograd is None:
+                RemoteFunction._autograd = _RemoteCall.build()
+            holder: dict = {}
+            outputs = RemoteFunction._autograd.apply(self, args, kwargs, holder, *inputs)
+            if not isinstance(outputs, tuple):
+                outputs = (outputs,)
+            return wire.replace_leaves(holder["result"], list(outputs))
+        _, result = self.session.call(self.name, args, kwargs, grad=False)
+        return result
+
+    def count_torch_calls(self, *args, **kwargs) -> int:
+        """How many torch functions one call makes, counted inside the sandbox (see the guide)."""
+        self._ready()
+        reply, _ = self.session.call(self.name, args, kwargs, grad=False, count=True)
+        calls = reply.get("calls")
+        if type(calls) is not int:
+            raise SubmissionError("the submission sent back no call count")
+        return calls
+
+
+def grade(spec: dict, submission_path: Path, workdir: Path, limits: sandbox.Limits, unsafe: bool) -> dict:
+    tests = [c for c in spec["cells"] if c["kind"] == "test"]
+    result = {"status": "graded", "tests": [], "cells": {}, "notes": [], "output": ""}
+
+    def not_graded(why: str) -> dict:
+        result["tests"] = [{"test": t["id"], "points": 0.0, "max_points": t["points"],
+                            "message": f"not graded: {why}"} for t in tests]
+        return result
+
+    try:
+        submission = json.loads(submission_path.read_text(errors="replace"))
+        if not isinstance(submission, dict) or not isinstance(submission.get("cells"), list):
+            raise ValueError("no list of cells")
+    except (ValueError, OSError) as error:
+        result["status"] = "failed"
+        result["notes"].append(f"the submission is not a notebook ({str(error)[:200]})")
+        return not_graded("the submission is not a notebook")
+
+    session = Session(workdir, student_cells(spec, submission), limits, unsafe)
+    import torch  # noqa: PLC0415  (after the sandbox has started: the two imports overlap)
+
+    try:
+        session.start()
+    except (sandbox.Timeout, sandbox.WorkerDied) as error:
+        session.close()
+        result["status"] = "timed out" if isinstance(error, sandbox.Timeout) else "failed"
+        why = "it ran past the total time limit" if isinstance(error, sandbox.Timeout) else str(error)
+        result["notes"].append(f"the submission could not be run: {why}")
+        result["output"] = "".join(session.outputs)
+        return not_graded(why)
+
+    namespace: dict = {"__name__": "__main__"}
+    for cell in spec["cells"]:
+        if cell["kind"] == "setup":
+            exec(compile(cell["source"], f"<setup {cell['id']}>", "exec"), namespace)  # noqa: S102
+        elif cell["kind"] == "solution":
+            for name in cell["names"]:
+                namespace[name] = RemoteFunction(session, name)
+        elif time.monotonic() >= session.deadline:
+            result["status"] = "timed out"
+            result["tests"].append({"test": cell["id"], "points": 0.0, "max_points": cell["points"],
+                                    "message": "not graded: the submission ran past its total time limit"})
+        else:
+            try:
+                exec(compile(cell["source"], f"<test {cell['id']}>", "exec"), namespace)  # noqa: S102
+                points, message = cell["points"], "passed"
+            except Exception as error:  # noqa: BLE001
+                points, message = 0.0, f"{type(error).__name__}: {error}".strip()
+            result["tests"].append({"test": cell["id"], "points": float(points), "max_points": cell["points"],
+                                    "message": message[:wire.MAX_TEXT]})
+    session.close()
+    for cell_id, why in session.skip.items():
+        result["notes"].append(f"{why}: {cell_id}; the cells after it still ran")
+    result["cells"] = {k: {"error": f"{v.get('type')}: {v.get('message')}", "traceback": v.get("traceback", "")}
+                       for k, v in session.cell_errors.items()}
+    result["output"] = "\n".join(o for o in session.outputs if o)
+    result["restarts"] = session.restarts - 1
+    return result
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="grade one submission (see the module docstring)")
+    parser.add_argument("spec", type=Path)
+    parser.add_argument("submission", type=Path)
+    parser.add_argument("workdir", type=Path)
+    parser.add_argument("result", type=Path)
+    parser.add_argument("--cell-timeout", type=float, default=60.0)
+    parser.add_argument("--total-timeout", type=float, default=600.0)
+    parser.add_argument("--unsafe", action="store_true")
+    args = parser.parse_args(argv)
+    limits = sandbox.Limits(cell_seconds=args.cell_timeout, total_seconds=args.total_timeout)
+    start = time.perf_counter()
+    args.workdir.mkdir(parents=True, exist_ok=True)
+    try:
+        result = grade(json.loads(args.spec.read_text()), args.submission, args.workdir, limits, args.unsafe)
+    except Exception:  # noqa: BLE001  (the grader's own failure: say so, grade nothing)
+        result = {"status": "failed", "tests": [], "cells": {}, "output": "",
+                  "notes": [f"grader error: {traceback.format_exc()[-1500:]}"]}
+    result["seconds"] = time.perf_counter() - start
+    result["harness_max_rss_mib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    tmp = args.result.with_suffix(".tmp")
+    tmp.write_text(json.dumps(result))
+    tmp.replace(args.result)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
