@@ -41,7 +41,6 @@ DEFAULT_OUT = ROOT / "_build" / "classroom"
 sys.path.insert(0, str(ROOT / "tools" / "grading"))  # the harness, the sandbox and their wire format
 PY = sys.executable
 STUDENT_ID = re.compile(r"[^A-Za-z0-9_.-]+")
-KERNEL_START_FAILED = "Kernel died before replying to kernel_info"
 
 
 def assignment_names() -> list[str]:
@@ -370,15 +369,50 @@ def broken(name: str, kind: str):
     return notebook
 
 
-def check(name: str, out: Path, timeout: float = 20.0, robustness: bool = True) -> list[str]:
+def _serve(text: str):
+    """A local HTTP server that answers every GET with ``text`` (the network attack's "internet")."""
+    import http.server  # noqa: PLC0415
+    import threading  # noqa: PLC0415
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):  # noqa: N802
+            self.send_response(200)
+            self.end_headers()
+            self.wfile.write(text.encode())
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server
+
+
+def _processes_with(markers: tuple[str, ...]) -> list[str]:
+    """Command lines of this machine's processes that contain one of ``markers``."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                line = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace").strip()
+            except OSError:
+                continue
+            if any(m in line for m in markers):
+                found.append(line)
+    return found
+
+
+def check(name: str, out: Path, timeout: float = 20.0, robustness: bool = True, unsafe: bool = False) -> list[str]:
     """Grade the reference solution, the unchanged student version and every plausible wrong answer
-    (and, with ``robustness``, submissions that loop forever, raise, kill the kernel, are not
-    notebooks, or name a kernel the grader does not have); return what did not grade as intended
-    (empty: all is well)."""
+    (and, with ``robustness``, submissions that loop forever, raise, kill their process or are not
+    notebooks, and for the first assignment the red-team suite, ``tools/grading/redteam.py``); return
+    what did not grade as intended (empty: all is well)."""
     import hashlib  # noqa: PLC0415
 
     import jupytext  # noqa: PLC0415
+    import redteam  # noqa: PLC0415
 
+    out = out.resolve()
     shutil.rmtree(out, ignore_errors=True)
     folder = out / "submissions"
     folder.mkdir(parents=True)
@@ -388,6 +422,8 @@ def check(name: str, out: Path, timeout: float = 20.0, robustness: bool = True) 
     cases = wrong_answers(name)
     for case in cases:
         jupytext.write(with_replacements(name, case["replace"]), folder / f"wrong-{case['name']}.ipynb")
+    attacks = redteam.ATTACKS if robustness and name == redteam.ASSIGNMENT else []
+    server = None
     if robustness:
         for kind in ("loops-forever", "raises", "kills-kernel"):
             jupytext.write(broken(name, kind), folder / f"{kind}.ipynb")
@@ -395,8 +431,24 @@ def check(name: str, out: Path, timeout: float = 20.0, robustness: bool = True) 
         other_kernel = jupytext.read(assignment_source(name))
         other_kernel.metadata["kernelspec"] = {"name": "my-laptop-env", "display_name": "My env", "language": "python"}
         jupytext.write(other_kernel, folder / "other-kernel.ipynb")
-    digests = {p: hashlib.sha256(p.read_bytes()).hexdigest() for p in folder.iterdir()}
-    results = {r.student: r for r in grade(name, folder, out / "grades", timeout, html=robustness)}
+    if attacks:
+        bases = {"blank": "unchanged", "solution": "solution"}
+        solution = json.loads((folder / "solution.ipynb").read_text())
+        server = _serve(redteam.solution_code(solution))
+        url = f"http://127.0.0.1:{server.server_address[1]}/solution.py"
+        for attack in attacks:
+            base = json.loads((folder / f"{bases.get(attack.base, attack.base)}.ipynb").read_text())
+            (folder / f"attack-{attack.name}.ipynb").write_text(
+                redteam.dumps(redteam.attack_notebook(attack, base, name, str(ROOT), url)))
+    protected = [*folder.iterdir(), *ASSIGNMENTS.iterdir()]
+    digests = {p: hashlib.sha256(p.read_bytes()).hexdigest() for p in protected if p.is_file()}
+    try:
+        graded = grade(name, folder, out / "grades", timeout, html=robustness, unsafe=unsafe)
+    finally:
+        if server is not None:
+            server.shutdown()
+    results = {r.student: r for r in graded}
+    grades_csv = (out / "grades" / "grades.csv").read_text()
 
     problems = []
     full = sum(t.max_points for t in results["solution"].tests)
@@ -421,16 +473,60 @@ def check(name: str, out: Path, timeout: float = 20.0, robustness: bool = True) 
             problems.append(f"the endless loop was not interrupted and graded: {looping.status}, {looping.detail!r}")
         if results["other-kernel"].score != full:
             problems.append(f"the solution saved with another kernel name scores {results['other-kernel'].score:g}")
-        if results["raises"].status != "graded" or results["raises"].score >= full:
-            problems.append(f"the raising submission: {results['raises'].status}, {results['raises'].score:g}")
-        for kind in ("kills-kernel", "not-a-notebook"):
-            if results[kind].status == "graded" or results[kind].score != 0 or not results[kind].detail:
-                problems.append(f"the {kind} submission was not recorded as failing: {results[kind].status}")
+        for kind, says in (("raises", ""), ("kills-kernel", "exited with code 1")):
+            r = results[kind]
+            if r.status != "graded" or r.score >= full or says not in r.detail + str(r.cells):
+                problems.append(f"the {kind} submission: {r.status}, {r.score:g}, {r.detail!r}")
+        bad = results["not-a-notebook"]
+        if bad.status == "graded" or bad.score != 0 or "not a notebook" not in bad.detail:
+            problems.append(f"the not-a-notebook submission was not recorded as failing: {bad.status}")
+    if attacks:
+        problems += _check_attacks(attacks, results, cases, out / "grades", grades_csv, timeout)
     for path, digest in digests.items():
-        if hashlib.sha256(path.read_bytes()).hexdigest() != digest:
-            problems.append(f"the grader modified the submitted file {path.name}")
+        if not path.is_file() or hashlib.sha256(path.read_bytes()).hexdigest() != digest:
+            problems.append(f"a file of the grader or a submission was changed: {path}")
     print(f"check {name}: " + ("all submissions graded as intended" if not problems else
                                "PROBLEMS:\n  " + "\n  ".join(problems)))
+    return problems
+
+
+def _check_attacks(attacks: list, results: dict, cases: list[dict], grades: Path, grades_csv: str,
+                   timeout: float) -> list[str]:
+    """Each red-team submission scored exactly as its honest base, and left nothing behind."""
+    import resource as res  # noqa: PLC0415
+
+    import redteam  # noqa: PLC0415
+
+    problems = []
+    tests = [t.test for t in results["solution"].tests]
+    honest = {"blank": set(tests), "solution": set()}
+    honest |= {f"wrong-{c['name']}": set(c["loses"]) for c in cases}
+    print(f"\n{'attack':20s} {'score':>7s} {'honest':>7s} {'seconds':>8s}  what it tries")
+    for attack in attacks:
+        result = results[f"attack-{attack.name}"]
+        lost = {t.test for t in result.tests if t.points < t.max_points}
+        expected = sum(t.max_points for t in result.tests if t.test not in honest[attack.base])
+        print(f"{attack.name:20s} {result.score:7g} {expected:7g} {result.seconds:8.1f}  {attack.what}")
+        if lost != honest[attack.base] or result.status != "graded":
+            problems.append(f"attack {attack.name!r} scores {result.score:g} ({result.status}), its honest "
+                            f"score is {expected:g}: it lost {sorted(lost)}")
+        if result.seconds > results["solution"].seconds + 5 + (timeout if attack.name == "print-100mb" else 0):
+            problems.append(f"attack {attack.name!r} took {result.seconds:.1f} s to grade, the solution "
+                            f"{results['solution'].seconds:.1f} s")
+    printer = results.get("attack-print-100mb")
+    if printer is not None and (printer.harness_rss_mib > 500 or len(printer.output) > 2**20):
+        problems.append(f"the 100 MB print: harness {printer.harness_rss_mib:.0f} MiB, "
+                        f"{len(printer.output):,} bytes of output kept")
+    grader_rss = res.getrusage(res.RUSAGE_SELF).ru_maxrss / 1024
+    if grader_rss > 500:
+        problems.append(f"the grader's own memory reached {grader_rss:.0f} MiB")
+    if any(a.name == "daemon" for a in attacks):
+        time.sleep(redteam.DAEMON_DELAY + 2)  # the daemon's moment to rewrite grades.csv, if it lived
+        if (grades / "grades.csv").read_text() != grades_csv:
+            problems.append("grades.csv was rewritten after grading (a daemon survived)")
+        survivors = _processes_with(redteam.DAEMON_MARKERS)
+        if survivors:
+            problems.append(f"processes of a submission outlived its grading: {survivors}")
     return problems
 
 
@@ -446,23 +542,26 @@ def main(argv: list[str] | None = None) -> int:
     grd.add_argument("--out", type=Path, default=None, help="default: _build/classroom/grades/<name>")
     grd.add_argument("--timeout", type=float, default=60.0, help="seconds per cell (default 60)")
     grd.add_argument("--jobs", type=int, default=None, help="submissions graded at once (default: CPU cores)")
-    grd.add_argument("--no-html", action="store_true", help="skip nbgrader's feedback pages")
+    grd.add_argument("--no-html", action="store_true", help="skip the feedback pages")
+    grd.add_argument("--unsafe", action="store_true",
+                     help="grade without a sandbox where none can be made (only for submissions you trust)")
     chk = sub.add_parser("check", help="prove that assignments grade as intended (what CI runs)")
     chk.add_argument("names", nargs="*", help="assignments (default: all)")
     chk.add_argument("--out", type=Path, default=DEFAULT_OUT / "check")
     chk.add_argument("--timeout", type=float, default=20.0, help="seconds per cell (default 20)")
     chk.add_argument("--no-robustness", action="store_true",
                      help="skip the submissions that loop forever, raise, kill the kernel or are not notebooks")
+    chk.add_argument("--unsafe", action="store_true", help="without the sandbox: shows what the red team gets through")
     args = parser.parse_args(argv)
     if args.command == "release":
         release(args.names, args.out)
     elif args.command == "check":
         problems = [p for name in (args.names or assignment_names())
-                    for p in check(name, args.out / name, args.timeout, not args.no_robustness)]
+                    for p in check(name, args.out / name, args.timeout, not args.no_robustness, args.unsafe)]
         return 1 if problems else 0
     else:
         grade(args.name, args.submissions, args.out or DEFAULT_OUT / "grades" / args.name, args.timeout,
-              jobs=args.jobs, html=not args.no_html)
+              jobs=args.jobs, html=not args.no_html, unsafe=args.unsafe)
     return 0
 
 
