@@ -1,7 +1,7 @@
 """The course's test command (`make test`, called by .ci/run). Hand-written infrastructure.
 
 Steps, each timed:
-  1. headless Chromium present (installed from Debian's packages where missing)
+  1. headless Chromium and bubblewrap present (installed from Debian's packages where missing)
   2. unit tests (pytest tests/, sockets blocked except loopback)
   3. every notebook under nbval, smoke profile, network off; per-notebook durations
   4. strict book build (-W -n --keep-going), smoke profile, and the student edition
@@ -62,6 +62,23 @@ def ensure_chromium() -> str:
     return path
 
 
+def ensure_bubblewrap() -> None:
+    """bubblewrap sandboxes the graded submissions (tools/grading/sandbox.py); the tests grade some."""
+    if shutil.which("bwrap"):
+        return
+    apt = shutil.which("apt-get")
+    if apt is None:
+        raise SystemExit("bubblewrap (bwrap) is needed to grade the assignments in a sandbox: install it")
+    sudo = [] if os.geteuid() == 0 else ["sudo", "-n"]
+    print("Installing Debian's bubblewrap for the grading sandbox ...", flush=True)
+    env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
+    cmd = sudo + [apt, "install", "-y", "-qq", "bubblewrap"]
+    if subprocess.call(cmd, env=env, stdout=subprocess.DEVNULL) != 0:
+        subprocess.call(sudo + [apt, "update", "-qq"], env=env, stdout=subprocess.DEVNULL)
+        if subprocess.call(cmd, env=env, stdout=subprocess.DEVNULL) != 0:
+            raise SystemExit(f"`{' '.join(cmd)}` failed: install bubblewrap yourself")
+
+
 def junit_counts(path: Path) -> tuple[int, int, int]:
     """(passed, failed, skipped) from a pytest junit XML file."""
     if not path.is_file():
@@ -107,6 +124,7 @@ def main() -> int:
         return ok
 
     chromium = ensure_chromium()
+    ensure_bubblewrap()
     env = env_offline()
     env["CHROMIUM"] = chromium
     socket_guard = ["--allow-unix-socket", "--allow-hosts=127.0.0.1,::1,localhost"]

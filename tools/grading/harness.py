@@ -19,7 +19,8 @@ hidden parts. The submission is read as data (JSON), never executed here.
    hidden inputs reach the sandbox only after the student's cells have run.
 
 Writes ``RESULT.json``: per test, points and the message; per student cell, its error and whether it
-timed out; the output printed (capped); notes for the teacher.
+timed out; what the cells printed before the tests began (``output``, shown to the student: nothing a
+hidden test sent); everything printed (``log``, for the teacher); notes. Outputs are capped in bytes.
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ import sandbox  # noqa: E402
 import wire  # noqa: E402
 
 MAX_RESTARTS = 6
+STUDENT_TEXT = 300  # characters kept of a message the student's own code raised during a test
 
 
 class SubmissionError(Exception):
@@ -108,7 +110,8 @@ class Session:
         self.deadline = time.monotonic() + limits.total_seconds
         self.skip: dict[str, str] = {}  # cell id -> why it is skipped
         self.cell_errors: dict[str, dict] = {}
-        self.outputs: list[str] = []
+        self.outputs: list[str] = []  # everything each worker printed (for the teacher)
+        self.cell_output = ""  # what the cells printed before any test input arrived (for the student)
         self.names: dict[str, str] = {}
         self.worker: sandbox.Worker | None = None
         self.restarts = 0
@@ -140,6 +143,9 @@ class Session:
                             self.cell_errors[current] = header["error"]
                         current = None
                     elif event == "ready":
+                        time.sleep(0.05)  # let the output thread read what the last cell printed
+                        if not self.cell_output:
+                            self.cell_output = self.worker.output.text()
                         names = header.get("names")
                         self.names = {str(k): str(v) for k, v in names.items()} if isinstance(names, dict) else {}
                         return
@@ -204,8 +210,11 @@ def remote_exception(error) -> BaseException:
     name, message = str(error.get("type"))[:100], str(error.get("message"))[:wire.MAX_TEXT]
     text = message if name == error.get("builtin") else f"{name}: {message}"
     if isinstance(kind, type) and issubclass(kind, Exception) and kind is not Exception:
-        return kind(text)
-    return SubmissionError(f"{name}: {message}")
+        exc = kind(text)
+    else:
+        exc = SubmissionError(f"{name}: {message}")
+    exc.from_submission = True  # its text is the student's: shown shortened (it may echo a test's inputs)
+    return exc
 
 
 class _RemoteCall:
@@ -314,7 +323,7 @@ def grade(spec: dict, submission_path: Path, workdir: Path, limits: sandbox.Limi
         result["status"] = "timed out" if isinstance(error, sandbox.Timeout) else "failed"
         why = "it ran past the total time limit" if isinstance(error, sandbox.Timeout) else str(error)
         result["notes"].append(f"the submission could not be run: {why}")
-        result["output"] = "".join(session.outputs)
+        result["output"] = result["log"] = "".join(session.outputs)
         return not_graded(why)
 
     namespace: dict = {"__name__": "__main__"}
@@ -334,6 +343,8 @@ def grade(spec: dict, submission_path: Path, workdir: Path, limits: sandbox.Limi
                 points, message = cell["points"], "passed"
             except Exception as error:  # noqa: BLE001
                 points, message = 0.0, f"{type(error).__name__}: {error}".strip()
+                if getattr(error, "from_submission", False) and len(message) > STUDENT_TEXT:
+                    message = message[:STUDENT_TEXT] + " [...]"
             result["tests"].append({"test": cell["id"], "points": float(points), "max_points": cell["points"],
                                     "message": message[:wire.MAX_TEXT]})
     session.close()
@@ -341,7 +352,8 @@ def grade(spec: dict, submission_path: Path, workdir: Path, limits: sandbox.Limi
         result["notes"].append(f"{why}: {cell_id}; the cells after it still ran")
     result["cells"] = {k: {"error": f"{v.get('type')}: {v.get('message')}", "traceback": v.get("traceback", "")}
                        for k, v in session.cell_errors.items()}
-    result["output"] = "\n".join(o for o in session.outputs if o)
+    result["output"] = session.cell_output
+    result["log"] = "\n".join(o for o in session.outputs if o)  # with what it printed during the tests
     result["restarts"] = session.restarts - 1
     return result
 

