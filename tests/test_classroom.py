@@ -1,11 +1,14 @@
-"""The graded assignments (tools/classroom.py, nbgrader): what the instructor guide promises.
+"""The graded assignments (tools/classroom.py): what the instructor guide promises.
 
 The slow tests run the guide's own command, ``python tools/classroom.py check``, which grades for
 each assignment its reference solution (full marks), its unchanged student version (zero, without
 crashing the grader) and its plausible wrong answers (each loses exactly the points of the tests it
 should fail, with feedback that names the mistake); for the first assignment also submissions that
-loop forever, raise, kill their kernel or are not notebooks. It also checks that no submitted file
-is modified.
+loop forever, raise, kill their process or are not notebooks, and the red-team suite
+(``tools/grading/redteam.py``: submissions that read the solutions, tamper with other students'
+files and grades, neutralise the tests, leave daemons, print 100 MB, allocate 8 GB or use the
+network), each of which must score exactly as its honest base. It also checks that no submitted
+file and no file of the grader is modified. Each submission runs in a bubblewrap sandbox.
 """
 
 from __future__ import annotations

@@ -234,6 +234,19 @@ def test_limits_stop_a_cell_and_the_cells_after_it_still_run(tmp_path):
     assert "more bytes of output dropped" in session.outputs[-1] and len(session.outputs[-1]) < 2 * limits.output_bytes
 
 
+@pytest.mark.skipif(sandbox.process_limit() == "none", reason="no process limit for root without a pids cgroup")
+@NEEDS_SANDBOX
+def test_a_fork_bomb_stops_at_the_process_limit(tmp_path):
+    limits = sandbox.Limits(cell_seconds=20, total_seconds=60, processes=32)
+    bomb = ("import os, time\nn = 0\ntry:\n    for _ in range(300):\n        if os.fork() == 0:\n"
+            "            time.sleep(60)\n            os._exit(0)\n        n += 1\n"
+            "except OSError:\n    print('forks stopped at', n)\n")
+    session = run_cells(tmp_path, [bomb], limits)
+    session.close()
+    stopped = int(session.outputs[0].split("forks stopped at")[1].split()[0])
+    assert 0 < stopped < 32
+
+
 @NEEDS_SANDBOX
 def test_a_remote_function_carries_gradients_and_raises_the_students_errors(tmp_path):
     session = run_cells(tmp_path, ["import torch\ndef f(a, b):\n    return (a * b).sum(), 'note'\n"

@@ -294,6 +294,9 @@ def grade(name: str, submissions: Path, out: Path, timeout: float = 60.0, total_
     if unsafe:
         print("warning: --unsafe: submissions run WITHOUT a sandbox (only time limits and the harness's checks)",
               file=sys.stderr)
+    elif sandbox.process_limit() == "none":
+        print("warning: no limit on the number of processes a submission starts (the grader runs as root and "
+              f"cannot write {sandbox.PIDS_V1}); memory and time limits still apply", file=sys.stderr)
     out = out.resolve()
     for old in ("work", "feedback"):
         shutil.rmtree(out / old, ignore_errors=True)

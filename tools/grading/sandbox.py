@@ -6,8 +6,9 @@ a small private ``/tmp`` and one writable folder, ``/sandbox``, that holds only 
 and the worker (``worker.py``, ``wire.py``). Nothing of the repository, the assignments, the grader's
 output, the other submissions or the network. ``--die-with-parent`` and the PID namespace end every
 process the submission started (daemons included) when the worker ends or is killed. Resource limits
-(``setrlimit``) cap memory, CPU time, processes, file size and open files; the harness enforces the
-wall-clock limits and keeps only the first bytes of the output.
+(``setrlimit``) cap memory, CPU time, file size and open files, and a pids cgroup (or RLIMIT_NPROC,
+see :func:`process_limit`) the number of processes; the harness enforces the wall-clock limits and
+keeps only the first bytes of the output.
 
 :class:`Worker` starts one sandboxed worker and exchanges frames with it over two pipes, every read
 bounded by a deadline. Without user namespaces there is no sandbox: :func:`sandbox_problem` says why,
@@ -89,15 +90,57 @@ def bwrap_argv(workdir: Path, limits: Limits) -> list[str]:
             "--setenv", "TMPDIR", "/tmp", "--"]
 
 
-def _set_limits(limits: Limits):
+PIDS_V1 = Path("/sys/fs/cgroup/pids")  # the cgroup-v1 pids hierarchy, where the grader may write it (root)
+
+
+def process_limit() -> str:
+    """How the number of processes is capped here: ``"cgroup"`` (a pids cgroup per sandbox, exact),
+    ``"rlimit"`` (RLIMIT_NPROC over this user's current tasks; the kernel ignores it for root) or
+    ``"none"`` (root without a writable pids cgroup: only the memory and time limits bound a fork bomb)."""
+    if PIDS_V1.is_dir() and os.access(PIDS_V1, os.W_OK) and (PIDS_V1 / "cgroup.procs").exists():
+        return "cgroup"
+    return "none" if os.geteuid() == 0 else "rlimit"
+
+
+def _user_tasks() -> int:
+    """Threads and processes of this user now (RLIMIT_NPROC counts them all)."""
+    uid, count = os.getuid(), 0
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if entry.stat().st_uid == uid:
+                    count += len(os.listdir(entry / "task"))
+            except OSError:
+                pass
+    return count
+
+
+def _set_limits(limits: Limits, cgroup: Path | None):
+    nproc = _user_tasks() + limits.processes if process_limit() == "rlimit" else None
+
     def apply() -> None:
+        if cgroup is not None:
+            (cgroup / "cgroup.procs").write_text("0")  # this process, then bwrap and all it starts
         cpu = int(limits.total_seconds) + 5
         for name, value in ((resource.RLIMIT_AS, limits.memory_bytes), (resource.RLIMIT_CPU, cpu),
-                            (resource.RLIMIT_NPROC, limits.processes), (resource.RLIMIT_FSIZE, limits.file_bytes),
-                            (resource.RLIMIT_NOFILE, limits.open_files), (resource.RLIMIT_CORE, 0)):
+                            (resource.RLIMIT_FSIZE, limits.file_bytes), (resource.RLIMIT_NOFILE, limits.open_files),
+                            (resource.RLIMIT_CORE, 0)):
             resource.setrlimit(name, (value, value))
+        if nproc is not None:
+            resource.setrlimit(resource.RLIMIT_NPROC, (nproc, nproc))
         signal.signal(signal.SIGPIPE, signal.SIG_DFL)
     return apply
+
+
+def _new_cgroup(limits: Limits) -> Path | None:
+    if process_limit() != "cgroup":
+        return None
+    import uuid  # noqa: PLC0415
+
+    cgroup = PIDS_V1 / f"attn-grade-{uuid.uuid4().hex[:12]}"
+    cgroup.mkdir()
+    (cgroup / "pids.max").write_text(str(limits.processes))
+    return cgroup
 
 
 _PROBE: dict[str, str | None] = {}
@@ -175,8 +218,9 @@ class Worker:
         program = [sys.executable, "-I", "-B", str(base / "worker.py"), str(base / "cells.json"),
                    str(req_r), str(resp_w), str(base / "skip.json")]
         argv = program if unsafe else [*bwrap_argv(workdir, limits), *program]
+        self.cgroup = _new_cgroup(limits)
         self.process = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out_w, stderr=out_w,
-                                        pass_fds=(req_r, resp_w), preexec_fn=_set_limits(limits),
+                                        pass_fds=(req_r, resp_w), preexec_fn=_set_limits(limits, self.cgroup),
                                         start_new_session=True, cwd=workdir,
                                         env=None if not unsafe else {"PATH": "/usr/bin:/bin", "HOME": str(workdir),
                                                                      "OMP_NUM_THREADS": "1"})
@@ -248,3 +292,10 @@ class Worker:
                 except OSError:
                     pass
             self.output.thread.join(timeout=2)
+            if self.cgroup is not None:
+                for _ in range(50):  # the PID namespace is ending: wait for its last processes
+                    try:
+                        self.cgroup.rmdir()
+                        break
+                    except OSError:
+                        time.sleep(0.1)
