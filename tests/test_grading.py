@@ -250,17 +250,23 @@ def test_a_fork_bomb_stops_at_the_process_limit(tmp_path):
 @NEEDS_SANDBOX
 def test_a_remote_function_carries_gradients_and_raises_the_students_errors(tmp_path):
     session = run_cells(tmp_path, ["import torch\ndef f(a, b):\n    return (a * b).sum(), 'note'\n"
-                                   "def g(x):\n    raise TypeError('a bool mask, please')"])
+                                   "def g(x):\n    raise TypeError('a bool mask, please')\n"
+                                   "def h(x):\n    return x, x.detach(), float(x.sum())"])
     f, g = harness.RemoteFunction(session, "f"), harness.RemoteFunction(session, "g")
     a, b = torch.randn(3, requires_grad=True), torch.randn(3)
     total, note = f(a, b)
     total.backward()
     torch.testing.assert_close(a.grad, b)
     assert note == "note"
+    x = torch.randn(3, requires_grad=True)
+    same, detached, number = harness.RemoteFunction(session, "h")(x)
+    assert same.requires_grad and not detached.requires_grad and isinstance(number, float)
+    (3 * same.sum()).backward()
+    torch.testing.assert_close(x.grad, torch.full((3,), 3.0))
     with pytest.raises(TypeError, match="a bool mask"):
         g(1)
-    with pytest.raises(NameError, match="'h' is not defined"):
-        harness.RemoteFunction(session, "h")(1)
+    with pytest.raises(NameError, match="'k' is not defined"):
+        harness.RemoteFunction(session, "k")(1)
     session.close()
 
 

@@ -232,8 +232,9 @@ class _RemoteCall:
                 outputs = wire.leaves(result)
                 holder["result"] = result
                 holder["differentiable"] = [o.requires_grad for o in outputs]
-                ctx.mark_non_differentiable(*[o for o in outputs if not o.requires_grad])
-                return tuple(o.detach() for o in outputs)
+                returned = tuple(o.detach() for o in outputs)
+                ctx.mark_non_differentiable(*[r for r, o in zip(returned, outputs) if not o.requires_grad])
+                return returned
 
             @staticmethod
             def backward(ctx, *grads):

