@@ -31,10 +31,11 @@ student: setup
 release: setup
 	$(PY) tools/classroom.py release
 
-## grade: autograde a folder of submissions: make grade ASSIGNMENT=a1_masked_attention SUBMISSIONS=path/to/folder
+## grade: autograde a folder of submissions, each in a sandbox: make grade ASSIGNMENT=a1_masked_attention SUBMISSIONS=path/to/folder
+## (UNSAFE=1 grades without a sandbox where none can be made: only for submissions you trust)
 grade: setup
 	@test -n "$(ASSIGNMENT)" -a -n "$(SUBMISSIONS)" || { echo "usage: make grade ASSIGNMENT=<name> SUBMISSIONS=<folder>"; exit 2; }
-	$(PY) tools/classroom.py grade $(ASSIGNMENT) $(SUBMISSIONS)
+	$(PY) tools/classroom.py grade $(ASSIGNMENT) $(SUBMISSIONS) $(if $(UNSAFE),--unsafe)
 
 ## check-assignments: grade each assignment's solution, blank and wrong answers and check the points
 check-assignments: setup

@@ -1,23 +1,31 @@
-"""Graded assignments with nbgrader: student versions and autograding. Hand-written infrastructure.
+"""Graded assignments: student versions (nbgrader) and sandboxed autograding. Hand-written infrastructure.
 
 The assignments live in ``assignments/<name>.md`` (jupytext MyST, like the notebooks), with nbgrader's
 cell metadata: solution cells (``### BEGIN SOLUTION`` ... ``### END SOLUTION``) and test cells with
 points, whose ``### BEGIN HIDDEN TESTS`` regions the students never see.
 
     python tools/classroom.py release [NAME ...] [--out DIR]
-        student versions (solutions and hidden tests removed) -> DIR/student/<name>.ipynb
+        student versions (solutions and hidden tests removed, by nbgrader) -> DIR/student/<name>.ipynb
 
-    python tools/classroom.py grade NAME SUBMISSIONS [--out DIR] [--timeout S]
+    python tools/classroom.py grade NAME SUBMISSIONS [--out DIR] [--timeout S] [--jobs N] [--unsafe]
         autograde every submitted notebook of assignment NAME in the folder SUBMISSIONS
         (``<student>.ipynb`` or ``<student>/<any>.ipynb``) -> DIR/grades.csv (one row per student,
         a column per test), DIR/feedback.csv (one row per student and test, with the message the
-        test gave) and DIR/feedback/<student>.html (nbgrader's feedback page).
+        test gave), DIR/feedback/<student>.html (the student's page: no hidden test's code or inputs)
+        and DIR/work/<student>.json (everything recorded, for the teacher).
 
-Each submission is graded in its own process with a time limit per cell (``--timeout``) and per
-submission, so a notebook that loops forever, raises or kills its kernel is recorded as failing and
-the others are graded. Submitted files are copied, never modified.
+    python tools/classroom.py check [NAME ...] [--unsafe]
+        prove that each assignment grades as intended: solution, blank, plausible wrong answers,
+        broken submissions and (assignment 1) the red-team suite of cheating submissions.
 
-``make release`` and ``make grade ASSIGNMENT=... SUBMISSIONS=...`` call this file.
+Submissions are untrusted code. Each is graded by ``tools/grading/harness.py`` in a process of its
+own: the student's cells run in a bubblewrap sandbox (``tools/grading/sandbox.py``: no access to the
+repository, the grader's files, other submissions or the network; limits on time, memory, processes
+and output), the tests run in the harness, which calls the student's functions across the sandbox
+and compares their answers with its own references. Where no sandbox can be made, ``grade`` refuses
+unless given ``--unsafe``. Submitted files are read, never modified.
+
+``make release``, ``make grade ASSIGNMENT=... SUBMISSIONS=...`` and ``make check-assignments`` call this file.
 """
 
 from __future__ import annotations
@@ -484,7 +492,7 @@ def check(name: str, out: Path, timeout: float = 20.0, robustness: bool = True, 
         if bad.status == "graded" or bad.score != 0 or "not a notebook" not in bad.detail:
             problems.append(f"the not-a-notebook submission was not recorded as failing: {bad.status}")
     if attacks:
-        problems += _check_attacks(attacks, results, cases, out / "grades", grades_csv, timeout)
+        problems += _check_attacks(attacks, results, cases, out / "grades", grades_csv)
     for path, digest in digests.items():
         if not path.is_file() or hashlib.sha256(path.read_bytes()).hexdigest() != digest:
             problems.append(f"a file of the grader or a submission was changed: {path}")
@@ -493,8 +501,7 @@ def check(name: str, out: Path, timeout: float = 20.0, robustness: bool = True, 
     return problems
 
 
-def _check_attacks(attacks: list, results: dict, cases: list[dict], grades: Path, grades_csv: str,
-                   timeout: float) -> list[str]:
+def _check_attacks(attacks: list, results: dict, cases: list[dict], grades: Path, grades_csv: str) -> list[str]:
     """Each red-team submission scored exactly as its honest base, and left nothing behind."""
     import resource as res  # noqa: PLC0415
 
@@ -513,7 +520,7 @@ def _check_attacks(attacks: list, results: dict, cases: list[dict], grades: Path
         if lost != honest[attack.base] or result.status != "graded":
             problems.append(f"attack {attack.name!r} scores {result.score:g} ({result.status}), its honest "
                             f"score is {expected:g}: it lost {sorted(lost)}")
-        if result.seconds > results["solution"].seconds + 5 + (timeout if attack.name == "print-100mb" else 0):
+        if result.seconds > results["solution"].seconds + 15:  # nothing may stretch grading (seen: 2.6 s at most)
             problems.append(f"attack {attack.name!r} took {result.seconds:.1f} s to grade, the solution "
                             f"{results['solution'].seconds:.1f} s")
     printer = results.get("attack-print-100mb")
