@@ -173,10 +173,7 @@ class Session:
         if self.worker is None or not self.worker.alive:
             raise SubmissionError(f"the submission's process was restarted before {what}")
         try:
-            message = b"V"
-            head = json.dumps(header).encode()
-            message += len(head).to_bytes(4, "big") + head + wire.encode(value)
-            self.worker.send(message)
+            self.worker.send(wire.value_frame(header, value))
             reply, result = self.worker.receive(time.monotonic() + self.limits.cell_seconds)
         except sandbox.Timeout:
             self.worker.kill()

@@ -235,10 +235,14 @@ def send_json(fd: int, obj: dict) -> None:
     send(fd, b"J" + json.dumps(obj).encode())
 
 
-def send_value(fd: int, header: dict, value) -> None:
-    """A JSON header and an encoded value in one frame."""
+def value_frame(header: dict, value) -> bytes:
+    """A JSON header and an encoded value, as one frame's message."""
     head = json.dumps(header).encode()
-    send(fd, b"V" + struct.pack(">I", len(head)) + head + encode(value))
+    return b"V" + struct.pack(">I", len(head)) + head + encode(value)
+
+
+def send_value(fd: int, header: dict, value) -> None:
+    send(fd, value_frame(header, value))
 
 
 def parse(frame: bytes) -> tuple[dict, object]:
