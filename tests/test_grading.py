@@ -143,6 +143,17 @@ def test_the_sandbox_runs_the_sources_setup_the_students_cells_and_never_a_test_
     assert "get_ipython().run_line_magic('time', 'f(3)')" in cells[3]["source"]  # IPython syntax as Python
 
 
+def test_edits_of_locked_cells_are_reported_for_the_teacher():
+    handed_out = {"cells": [cell("import math", "setup"), cell("def f(x):\n    return 2 * x", "answer", solution=True),
+                            cell("assert f(1) == 1\n", "test-f", grade=True, points=2.0)]}
+    assert harness.edits(SPEC, handed_out) == []
+    tampered = {"cells": [cell("import math", "setup"), cell("pass", "test-f", grade=True, points=100),
+                          cell("pass", "bonus", grade=True, points=50)]}
+    assert harness.edits(SPEC, tampered) == ["edited test cell test-f", "points of test-f changed to 100",
+                                             "a test cell of its own ('bonus')"]
+    assert harness.edits(SPEC, {"cells": []}) == ["removed setup cell setup", "removed test cell test-f"]
+
+
 def test_defined_names_of_a_solution_cell():
     source = "import torch\n\ndef a(x):\n    pass\n\nclass B:\n    pass\n\nC = 3\n"
     assert harness.defined_names(source) == ["a", "B", "C"]

@@ -523,6 +523,13 @@ def _check_attacks(attacks: list, results: dict, cases: list[dict], grades: Path
         if result.seconds > results["solution"].seconds + 15:  # nothing may stretch grading (seen: 2.6 s at most)
             problems.append(f"attack {attack.name!r} took {result.seconds:.1f} s to grade, the solution "
                             f"{results['solution'].seconds:.1f} s")
+    edited = results.get("attack-edited-metadata")
+    if edited is not None and "locked cells changed" not in edited.detail:
+        problems.append(f"the edited test cells were not reported to the teacher: {edited.detail!r}")
+    for honest_one in ("solution", "unchanged"):
+        if "locked cells changed" in results[honest_one].detail:
+            problems.append(f"the {honest_one} submission is reported as changing locked cells: "
+                            f"{results[honest_one].detail!r}")
     printer = results.get("attack-print-100mb")
     if printer is not None and (printer.harness_rss_mib > 500 or len(printer.output) > 2**20):
         problems.append(f"the 100 MB print: harness {printer.harness_rss_mib:.0f} MiB, "

@@ -28,6 +28,7 @@ from __future__ import annotations
 import argparse
 import ast
 import json
+import re
 import resource
 import shutil
 import sys
@@ -100,6 +101,40 @@ def student_cells(spec: dict, submission: dict) -> list[dict]:
             cells.append({"id": cell["id"], "source": cell["source"]})
         cells += attached[cell["id"]]
     return cells
+
+
+HIDDEN_REGION = re.compile(r"^[ \t]*### BEGIN HIDDEN TESTS.*?^[ \t]*### END HIDDEN TESTS[^\n]*\n?", re.S | re.M)
+
+
+def _normal(source: str) -> list[str]:
+    return [line.rstrip() for line in source.splitlines() if line.strip()]
+
+
+def edits(spec: dict, submission: dict) -> list[str]:
+    """What the submission changed of the locked cells handed out (for the teacher: the grader ignores
+    these edits, it runs the source's own cells): edited or removed test and setup cells, points
+    changed, test cells of the student's own."""
+    source = {c["id"]: c for c in spec["cells"] if c["kind"] != "solution"}
+    seen, found = set(), []
+    for cell in submission.get("cells", []):
+        if not isinstance(cell, dict) or cell.get("cell_type") != "code":
+            continue
+        meta = cell.get("metadata", {}).get("nbgrader", {}) if isinstance(cell.get("metadata"), dict) else {}
+        meta = meta if isinstance(meta, dict) else {}
+        grade_id = meta.get("grade_id")
+        text = cell.get("source", "")
+        text = "".join(text) if isinstance(text, list) else str(text)
+        if grade_id in source:
+            seen.add(grade_id)
+            original = source[grade_id]
+            if _normal(text) not in (_normal(HIDDEN_REGION.sub("", original["source"])), _normal(original["source"])):
+                found.append(f"edited {original['kind']} cell {grade_id}")
+            if original["kind"] == "test" and meta.get("points") != original["points"]:
+                found.append(f"points of {grade_id} changed to {meta.get('points')!r}")
+        elif meta.get("grade"):
+            found.append(f"a test cell of its own ({str(grade_id)[:40]!r})")
+    found += [f"removed {source[i]['kind']} cell {i}" for i in source if i not in seen]
+    return found
 
 
 class Session:
@@ -311,6 +346,9 @@ def grade(spec: dict, submission_path: Path, workdir: Path, limits: sandbox.Limi
         result["notes"].append(f"the submission is not a notebook ({str(error)[:200]})")
         return not_graded("the submission is not a notebook")
 
+    changed = edits(spec, submission)
+    if changed:
+        result["notes"].append("locked cells changed (the grader ran the handed-out ones): " + "; ".join(changed[:8]))
     session = Session(workdir, student_cells(spec, submission), limits, unsafe)
     import torch  # noqa: PLC0415  (after the sandbox has started: the two imports overlap)
 
