@@ -81,8 +81,9 @@ def bwrap_argv(workdir: Path, limits: Limits) -> list[str]:
     return [bwrap_path() or "bwrap",
             "--unshare-all", "--unshare-user", "--disable-userns", "--die-with-parent", "--new-session",
             "--cap-drop", "ALL", "--uid", "1000", "--gid", "1000", "--hostname", "sandbox",
+            # /tmp first: the Python environment may live under /tmp, and its bind must sit on top
+            "--size", str(limits.tmp_bytes), "--tmpfs", "/tmp", "--proc", "/proc", "--dev", "/dev",
             *_system_binds(),
-            "--proc", "/proc", "--dev", "/dev", "--size", str(limits.tmp_bytes), "--tmpfs", "/tmp",
             "--bind", str(workdir), INSIDE, "--remount-ro", "/", "--chdir", INSIDE,
             "--clearenv", "--setenv", "HOME", INSIDE, "--setenv", "PATH", "/usr/bin:/bin",
             "--setenv", "OMP_NUM_THREADS", "1", "--setenv", "MKL_NUM_THREADS", "1",
