@@ -244,6 +244,7 @@ def feedback_page(name: str, spec: dict, result: StudentResult) -> str:
 <html lang="en"><head><meta charset="utf-8"><title>{escape(name)}: feedback for {escape(result.student)}</title>
 <style>body{{font-family:sans-serif;max-width:60em;margin:2em auto;line-height:1.4}}
 pre{{white-space:pre-wrap;background:#f6f6f6;padding:.5em}}td{{vertical-align:top;padding:.3em}}
+td pre{{margin:0}}td:first-child{{white-space:nowrap}}
 tr.pass td:nth-child(2){{color:#1a7f37}}tr.fail td:nth-child(2){{color:#b3261e}}</style></head><body>
 <h1>{escape(name)}</h1>
 <p>Student: <b>{escape(result.student)}</b>. Score: <b>{result.score:g} / {total:g}</b> ({escape(result.status)}).</p>
