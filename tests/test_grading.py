@@ -218,7 +218,8 @@ for path in ('/usr/evil', {str(ROOT / 'evil')!r}):
     assert "['cells.json', 'skip.json', 'wire.py', 'worker.py']" in out  # its folder holds only its own files
     assert "pids [1, 2" in out  # a PID namespace of its own
     assert "net ConnectionRefusedError" in out or "net OSError" in out
-    assert out.count("write ") == 2 and not (ROOT / "evil").exists()
+    assert out.count("write ") >= 1 and not (ROOT / "evil").exists()  # /usr is read-only; the repository
+    # is not there (a repository under /tmp lands in the sandbox's private /tmp, not on the host)
 
 
 def test_nothing_a_submission_starts_outlives_it(tmp_path):

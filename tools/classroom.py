@@ -504,9 +504,8 @@ def check(name: str, out: Path, timeout: float = 20.0, robustness: bool = True, 
 
 def _check_attacks(attacks: list, results: dict, cases: list[dict], grades: Path, grades_csv: str) -> list[str]:
     """Each red-team submission scored exactly as its honest base, and left nothing behind."""
-    import resource as res  # noqa: PLC0415
-
     import redteam  # noqa: PLC0415
+    import sandbox  # noqa: PLC0415
 
     problems = []
     tests = [t.test for t in results["solution"].tests]
@@ -535,7 +534,7 @@ def _check_attacks(attacks: list, results: dict, cases: list[dict], grades: Path
     if printer is not None and (printer.harness_rss_mib > 500 or len(printer.output) > 2**20):
         problems.append(f"the 100 MB print: harness {printer.harness_rss_mib:.0f} MiB, "
                         f"{len(printer.output):,} bytes of output kept")
-    grader_rss = res.getrusage(res.RUSAGE_SELF).ru_maxrss / 1024
+    grader_rss = sandbox.peak_memory_mib()
     if grader_rss > 500:
         problems.append(f"the grader's own memory reached {grader_rss:.0f} MiB")
     if any(a.name == "daemon" for a in attacks):

@@ -29,7 +29,6 @@ import argparse
 import ast
 import json
 import re
-import resource
 import shutil
 import sys
 import time
@@ -413,7 +412,7 @@ def main(argv: list[str] | None = None) -> int:
         result = {"status": "failed", "tests": [], "cells": {}, "output": "",
                   "notes": [f"grader error: {traceback.format_exc()[-1500:]}"]}
     result["seconds"] = time.perf_counter() - start
-    result["harness_max_rss_mib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    result["harness_max_rss_mib"] = sandbox.peak_memory_mib()
     tmp = args.result.with_suffix(".tmp")
     tmp.write_text(json.dumps(result))
     tmp.replace(args.result)

@@ -169,6 +169,15 @@ def sandbox_problem() -> str | None:
     return answer
 
 
+def peak_memory_mib() -> float:
+    """This process's peak resident memory (VmHWM; ``ru_maxrss`` would count the parent's memory too
+    when this process was forked from a large one before its exec)."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
 class WorkerDied(RuntimeError):
     """The sandboxed process ended (or broke the protocol) while the harness waited for it."""
 
