@@ -43,19 +43,24 @@ def env_offline() -> dict:
     return env
 
 
+def apt_install(package: str, why: str, fallback: str) -> None:
+    """Install a Debian package with apt-get (as root, or with sudo -n), or stop saying what to do."""
+    apt = shutil.which("apt-get")
+    if apt is None:
+        raise SystemExit(f"{package} is needed {why}: {fallback}")
+    sudo = [] if os.geteuid() == 0 else ["sudo", "-n"]
+    print(f"Installing Debian's {package} {why} ...", flush=True)
+    env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
+    for cmd in (sudo + [apt, "update", "-qq"], sudo + [apt, "install", "-y", "-qq", package]):
+        if subprocess.call(cmd, env=env, stdout=subprocess.DEVNULL) != 0:
+            raise SystemExit(f"`{' '.join(cmd)}` failed: {fallback}")
+
+
 def ensure_chromium() -> str:
     path = find_chromium(required=False)
     if path:
         return path
-    apt = shutil.which("apt-get")
-    if apt is None:
-        raise SystemExit("Chromium is needed for the browser check: install it, or set CHROMIUM=/path/to/chromium")
-    sudo = [] if os.geteuid() == 0 else ["sudo", "-n"]
-    print("Installing Debian's chromium for the browser check ...", flush=True)
-    env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
-    for cmd in (sudo + [apt, "update", "-qq"], sudo + [apt, "install", "-y", "-qq", "chromium"]):
-        if subprocess.call(cmd, env=env, stdout=subprocess.DEVNULL) != 0:
-            raise SystemExit(f"`{' '.join(cmd)}` failed: install chromium yourself or set CHROMIUM=/path/to/chromium")
+    apt_install("chromium", "for the browser check", "install chromium yourself or set CHROMIUM=/path/to/chromium")
     path = find_chromium(required=False)
     if path is None:
         raise SystemExit("chromium was installed but is not on PATH; set CHROMIUM=/path/to/chromium")
@@ -64,19 +69,8 @@ def ensure_chromium() -> str:
 
 def ensure_bubblewrap() -> None:
     """bubblewrap sandboxes the graded submissions (tools/grading/sandbox.py); the tests grade some."""
-    if shutil.which("bwrap"):
-        return
-    apt = shutil.which("apt-get")
-    if apt is None:
-        raise SystemExit("bubblewrap (bwrap) is needed to grade the assignments in a sandbox: install it")
-    sudo = [] if os.geteuid() == 0 else ["sudo", "-n"]
-    print("Installing Debian's bubblewrap for the grading sandbox ...", flush=True)
-    env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
-    cmd = sudo + [apt, "install", "-y", "-qq", "bubblewrap"]
-    if subprocess.call(cmd, env=env, stdout=subprocess.DEVNULL) != 0:
-        subprocess.call(sudo + [apt, "update", "-qq"], env=env, stdout=subprocess.DEVNULL)
-        if subprocess.call(cmd, env=env, stdout=subprocess.DEVNULL) != 0:
-            raise SystemExit(f"`{' '.join(cmd)}` failed: install bubblewrap yourself")
+    if not shutil.which("bwrap"):
+        apt_install("bubblewrap", "for the grading sandbox", "install bubblewrap (bwrap) yourself")
 
 
 def junit_counts(path: Path) -> tuple[int, int, int]:
