@@ -158,15 +158,12 @@ class StudentResult:
         return sum(t.points for t in self.tests)
 
 
-HIDDEN = re.compile(r"^[ \t]*### BEGIN HIDDEN TESTS.*?^[ \t]*### END HIDDEN TESTS[^\n]*\n?", re.S | re.M)
-
-
 def assignment_spec(name: str) -> dict:
     """What the harness needs of an assignment, from its source: each code cell with its kind
     (setup, solution or test), the names a solution cell defines, a test's points and its visible part."""
     import jupytext  # noqa: PLC0415
 
-    from harness import defined_names  # noqa: PLC0415
+    from harness import HIDDEN_REGION, defined_names  # noqa: PLC0415
 
     cells = []
     for number, cell in enumerate(jupytext.read(assignment_source(name)).cells, start=1):
@@ -176,7 +173,7 @@ def assignment_spec(name: str) -> dict:
         entry = {"id": meta.get("grade_id", f"cell {number}"), "source": cell.source}
         if meta.get("grade"):
             entry.update(kind="test", points=float(meta.get("points", 0)),
-                         visible=HIDDEN.sub("# (hidden tests)\n", cell.source).rstrip())
+                         visible=HIDDEN_REGION.sub("# (hidden tests)\n", cell.source).rstrip())
         elif meta.get("solution"):
             entry.update(kind="solution", names=defined_names(cell.source))
         else:
