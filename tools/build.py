@@ -1,17 +1,22 @@
 """Build the course book (hand-written infrastructure; called by the Makefile).
 
-    python tools/build.py book [--profile P] [--student] [--strict] [--out DIR]
+    python tools/build.py book [--profile P] [--student] [--strict] [--out DIR] [--root DIR]
     python tools/build.py ipynb --out DIR       # text notebooks -> .ipynb (no outputs)
 
 The book is built with sphinx-build from a conf.py that ``jupyter-book config sphinx`` generates
 out of ``_config.yml``, so that each run profile gets its own execution cache (the notebooks'
 code is the same in every profile, their outputs are not) and the student build can hide
 solutions. MathJax is copied from a PyPI package so that pages render offline.
+
+A notebook that fails or times out makes the build fail (exit 1) whatever Sphinx says: the local
+extension (book/_ext/course_ext.py) writes each notebook's outcome to ``<out>/execution.json``
+and ``report_execution`` names every notebook that did not execute, its error and its log.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import shutil
 import subprocess
@@ -22,6 +27,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 BUILD = ROOT / "_build"
 MATHJAX_DEST = ROOT / "book" / "_static" / "mathjax"
+EXT_DIR = ROOT / "book" / "_ext"  # the course's Sphinx extension, also for a book at another root
+EXECUTION_REPORT = "execution.json"  # written into the output folder by course_ext
 
 
 def copy_mathjax() -> None:
@@ -54,16 +61,19 @@ extensions = [e for e in extensions if e != "sphinx_thebe"]
 """
 
 
-def write_conf() -> None:
-    """Generate conf.py from _config.yml (plus the path of the local Sphinx extension)."""
+def write_conf(root: Path = ROOT) -> None:
+    """Generate ``root``/conf.py from ``root``/_config.yml (plus the path of the local Sphinx extension)."""
     out = subprocess.run(
-        [str(Path(sys.executable).parent / "jupyter-book"), "config", "sphinx", str(ROOT)], capture_output=True, text=True
+        [str(Path(sys.executable).parent / "jupyter-book"), "config", "sphinx", str(root)], capture_output=True, text=True
     )
     if out.returncode != 0:
         raise SystemExit(f"jupyter-book config sphinx failed:\n{out.stdout}\n{out.stderr}")
-    conf = ROOT / "conf.py"
+    conf = root / "conf.py"
     text = conf.read_text()
-    prefix = "import os, sys\nsys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), 'book', '_ext'))\n"
+    if root == ROOT:
+        prefix = "import os, sys\nsys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), 'book', '_ext'))\n"
+    else:  # a book elsewhere (the tests' tiny books) uses the course's extension where it is
+        prefix = f"import os, sys\nsys.path.insert(0, {str(EXT_DIR)!r})\n"
     if not text.startswith(prefix):
         text = prefix + text + CONF_SUFFIX
     conf.write_text(text)
@@ -75,33 +85,83 @@ def default_profile() -> str:
     return current_profile().name
 
 
-def build_book(profile: str, out: Path, student: bool, strict: bool, jobs: str = "1") -> int:
-    copy_mathjax()
-    write_conf()
+def book_env(profile: str, root: Path = ROOT) -> dict:
+    """The environment sphinx-build (and so every notebook's kernel) runs with."""
     env = dict(os.environ)
     env["ATTN_PROFILE"] = profile
     env["TQDM_DISABLE"] = "1"  # progress bars are noise on a static page
     env["HF_DATASETS_DISABLE_PROGRESS_BARS"] = "1"
-    env["ATTN_NB_CACHE"] = str(BUILD / ".jupyter_cache" / profile)
+    env["ATTN_NB_CACHE"] = str(root / "_build" / ".jupyter_cache" / profile)
     env.setdefault("MPLBACKEND", "module://matplotlib_inline.backend_inline")
-    variant = f"{out.relative_to(BUILD) if out.is_relative_to(BUILD) else out.name}".replace("/", "_")
+    return env
+
+
+def sphinx_command(root: Path, out: Path, cache: str, student: bool, strict: bool, jobs: str) -> list[str]:
+    build = root / "_build"
+    variant = f"{out.relative_to(build) if out.is_relative_to(build) else out.name}".replace("/", "_")
     cmd = [
-        sys.executable, "-m", "sphinx", "-b", "html", str(ROOT), str(out),
-        "-c", str(ROOT), "-d", str(BUILD / ".doctrees" / variant), "-j", jobs,
-        "-D", f"nb_execution_cache_path={env['ATTN_NB_CACHE']}",
+        sys.executable, "-m", "sphinx", "-b", "html", str(root), str(out),
+        "-c", str(root), "-d", str(build / ".doctrees" / variant), "-j", jobs,
+        "-D", f"nb_execution_cache_path={cache}",
     ]
     if student:
         cmd += ["-D", "hide_solutions=1"]
     if strict:
         cmd += ["-W", "-n", "--keep-going"]
+    return cmd
+
+
+def _shown(path: Path, root: Path) -> str:
+    """A path as the reader of the build log can use it: relative to the book's root when inside."""
+    return str(path.relative_to(root)) if path.is_relative_to(root) else str(path)
+
+
+def report_execution(out: Path, root: Path = ROOT) -> list[dict] | None:
+    """Print every notebook that failed or timed out in the build into ``out`` (from the
+    ``execution.json`` that course_ext writes); return them, or None where there is no report."""
+    path = out / EXECUTION_REPORT
+    if not path.is_file():
+        print(f"\nNo execution report ({_shown(path, root)}): cannot tell whether every notebook executed.")
+        return None
+    notebooks = json.loads(path.read_text())["notebooks"]
+    bad = [n for n in notebooks if n["status"] != "ok"]
+    if bad:
+        print(f"\n{len(bad)} of {len(notebooks)} notebooks did not execute; their pages show the error:")
+    for n in bad:
+        where = f" (cell at line {n['line']})" if n.get("line") else ""
+        log = _shown(out / n["log"], root) if n.get("log") else "none written"
+        print(f"  {n['source']}: {n['status']}{where}")
+        print(f"      error: {n['error']}")
+        print(f"      log:   {log}")
+    if bad:
+        print("A notebook that did not execute runs again on every build until it succeeds "
+              "(the others come from the execution cache).")
+    return bad
+
+
+def build_book(profile: str, out: Path, student: bool, strict: bool, jobs: str = "1", root: Path = ROOT) -> int:
+    """Build the book at ``root`` into ``out``; non-zero when Sphinx failed or a notebook did not execute."""
+    if root == ROOT:
+        copy_mathjax()  # the course's _config.yml points mathjax_path at this copy
+    write_conf(root)
+    env = book_env(profile, root)
+    cmd = sphinx_command(root, out, env["ATTN_NB_CACHE"], student, strict, jobs)
     print(f"Building the book: profile {profile}{', student edition' if student else ''} -> {out}", flush=True)
+    (out / EXECUTION_REPORT).unlink(missing_ok=True)  # never read the report of an earlier build
     start = time.perf_counter()
-    code = subprocess.call(cmd, cwd=ROOT, env=env)
+    code = subprocess.call(cmd, cwd=root, env=env)
     seconds = time.perf_counter() - start
+    failed = report_execution(out, root)
+    if code == 0 and failed is None:
+        code = 1
+    if failed:
+        print(f"\nBook build FAILED: {len(failed)} notebook(s) did not execute "
+              f"({', '.join(n['source'] for n in failed)}).")
+        code = code or 1
     if code == 0:
         (out / ".nojekyll").touch()  # GitHub Pages must serve _static/, _sources/ as they are
         print(f"\nBuilt in {seconds:.0f} s: {out / 'index.html'}")
-        print(f"Serve it locally:  python -m http.server --directory {out.relative_to(ROOT)} 8000"
+        print(f"Serve it locally:  python -m http.server --directory {_shown(out, root)} 8000"
               "   then open http://localhost:8000")
     return code
 
@@ -128,6 +188,7 @@ def main(argv: list[str] | None = None) -> int:
     book.add_argument("--strict", action="store_true", help="warnings are errors (-W -n --keep-going)")
     book.add_argument("--out", type=Path, default=None, help="output folder (default _build/html)")
     book.add_argument("-j", "--jobs", default="1")
+    book.add_argument("--root", type=Path, default=ROOT, help="the book to build (default: this course; the tests build tiny ones)")
     nb = sub.add_parser("ipynb", help="write .ipynb versions of the notebooks")
     nb.add_argument("--out", type=Path, default=BUILD / "ipynb")
     args = parser.parse_args(argv)
@@ -136,8 +197,9 @@ def main(argv: list[str] | None = None) -> int:
             print(f"wrote {path}")
         return 0
     profile = args.profile or default_profile()
-    out = (args.out or (BUILD / ("student/html" if args.student else "html"))).resolve()
-    return build_book(profile, out, args.student, args.strict, args.jobs)
+    root = args.root.resolve()
+    out = (args.out or (root / "_build" / ("student/html" if args.student else "html"))).resolve()
+    return build_book(profile, out, args.student, args.strict, args.jobs, root)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,148 @@
+"""tools/build.py fails the build, naming the notebook, its error and its log, when a notebook
+fails or times out; and keeps failing on every build until the notebook succeeds.
+
+One tiny book (three notebooks: one passes, one raises, one runs past a 3 s limit) is built three
+times with `tools/build.py book --root` (as `make book` builds the course: not strict):
+  1. fresh: exit 1, the failed and the timed-out notebooks are named with their error and log;
+  2. again, nothing changed: still exit 1 (jupyter-cache keeps no failed execution; Sphinx would
+     not re-read an unchanged page, course_ext makes it);
+  3. the two notebooks fixed: exit 0, the passing one reused from the cache.
+Each build is a sphinx-build start-up plus a few kernel starts: about 30 s in all on 2 cores.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from conftest import ROOT
+
+HEADER = """\
+---
+jupytext:
+  text_representation:
+    extension: .md
+    format_name: myst
+kernelspec:
+  display_name: Python 3
+  language: python
+  name: python3
+{extra}---
+
+"""
+
+
+def notebook(title: str, *cells: str, extra: str = "") -> str:
+    body = "\n".join(f"```{{code-cell}} ipython3\n{textwrap.dedent(c).strip()}\n```\n" for c in cells)
+    return HEADER.format(extra=extra) + f"# {title}\n\n{body}"
+
+
+SLOW_META = "mystnb:\n  execution_timeout: 3\n"  # this notebook only: the others keep 60 s
+
+
+def write_book(root: Path) -> None:
+    (root / "_config.yml").write_text(textwrap.dedent("""\
+        title: Tiny book
+        only_build_toc_files: true
+        execute:
+          execute_notebooks: cache
+          timeout: 60
+        sphinx:
+          extra_extensions: [course_ext]
+        """))
+    (root / "_toc.yml").write_text(textwrap.dedent("""\
+        format: jb-book
+        root: index
+        chapters:
+          - file: notebooks/passing
+          - file: notebooks/failing
+          - file: notebooks/slow
+        """))
+    (root / "index.md").write_text("# Tiny book\n")
+    nb = root / "notebooks"
+    nb.mkdir()
+    (nb / "passing.md").write_text(notebook("Passing", "print(1 + 1)"))
+    (nb / "failing.md").write_text(notebook("Failing", "x = 1", "raise ValueError(f'bad value {x}')"))
+    (nb / "slow.md").write_text(notebook("Slow", "x = 1", "import time\ntime.sleep(60)", "print(x)", extra=SLOW_META))
+
+
+def build(root: Path) -> tuple[int, str, dict, dict]:
+    """Exit code, output, each notebook's entry in execution.json, and the logs (name: text) after it."""
+    out = subprocess.run(
+        [sys.executable, str(ROOT / "tools" / "build.py"), "book", "--root", str(root), "--profile", "test"],
+        capture_output=True, text=True, timeout=300,
+    )
+    html = root / "_build" / "html"
+    report = html / "execution.json"
+    outcomes = {n["source"]: n for n in json.loads(report.read_text())["notebooks"]} if report.is_file() else {}
+    logs = {p.relative_to(html).as_posix(): p.read_text() for p in (html / "reports").rglob("*.err.log")}
+    return out.returncode, out.stdout + out.stderr, outcomes, logs
+
+
+@pytest.fixture(scope="module")
+def builds(tmp_path_factory):
+    root = tmp_path_factory.mktemp("tinybook")
+    write_book(root)
+    first = build(root)
+    second = build(root)
+    (root / "notebooks" / "failing.md").write_text(notebook("Failing, fixed", "x = 1", "print(x)"))
+    (root / "notebooks" / "slow.md").write_text(notebook("Slow, fixed", "print(1)", extra=SLOW_META))
+    third = build(root)
+    return root, first, second, third
+
+
+def summary(output: str) -> str:
+    """What build.py prints after Sphinx: from its list of notebooks that did not execute."""
+    return output[output.find("notebooks did not execute"):] if "notebooks did not execute" in output else ""
+
+
+def test_failed_notebook_fails_the_build_and_is_named_with_error_and_log(builds):
+    _, (code, output, outcomes, logs), *_ = builds
+    assert code != 0, output[-3000:]
+    text = summary(output)
+    assert "notebooks/failing.md: failed (cell at line 19)" in text, output[-3000:]  # the raise
+    assert "error: ValueError: bad value 1" in text
+    assert "log:   _build/html/reports/notebooks/failing.err.log" in text
+    assert "ValueError" in logs["reports/notebooks/failing.err.log"]
+    assert "Book build FAILED" in output
+    assert outcomes["notebooks/failing.md"]["status"] == "failed"
+
+
+def test_timed_out_notebook_is_reported_as_timed_out(builds):
+    _, (code, output, outcomes, logs), *_ = builds
+    text = summary(output)
+    assert "notebooks/slow.md: timed out (cell at line 21)" in text, output[-3000:]  # the sleep
+    assert "error: CellTimeoutError: A cell timed out while it was being executed, after 3 seconds." in text
+    assert "log:   _build/html/reports/notebooks/slow.err.log" in text
+    assert "CellTimeoutError" in logs["reports/notebooks/slow.err.log"]
+    assert outcomes["notebooks/slow.md"]["status"] == "timed out"
+
+
+def test_passing_notebook_is_not_reported(builds):
+    _, (code, output, outcomes, logs), *_ = builds
+    assert "passing.md" not in summary(output)
+    assert outcomes["notebooks/passing.md"]["status"] == "ok"
+
+
+def test_failures_are_reported_again_on_an_unchanged_rebuild(builds):
+    _, _, (code, output, outcomes, logs), _ = builds
+    assert code != 0, output[-3000:]
+    text = summary(output)
+    assert "notebooks/failing.md: failed" in text and "notebooks/slow.md: timed out" in text
+    assert "passing.md" not in text
+
+
+def test_fixed_book_builds_and_exits_zero(builds):
+    _, first, _, (code, output, outcomes, logs) = builds
+    assert code == 0, output[-3000:]
+    assert "did not execute" not in output and "Built in" in output
+    assert {n: o["status"] for n, o in outcomes.items()} == {
+        "notebooks/passing.md": "ok", "notebooks/failing.md": "ok", "notebooks/slow.md": "ok"}
+    # passing.md was not executed again: its result (and time) is the first build's
+    assert outcomes["notebooks/passing.md"]["executed"] == first[2]["notebooks/passing.md"]["executed"]
+    assert logs == {}  # the logs of the failures are gone with them
