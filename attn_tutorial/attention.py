@@ -13,19 +13,19 @@ import math
 import torch
 from torch import nn
 
+from attn_tutorial.text import check_mask, check_width
+
 
 def masked_softmax(scores: torch.Tensor, mask: torch.Tensor | None, dim: int = -1) -> torch.Tensor:
-    """Softmax of ``scores`` over ``dim`` where ``mask`` (bool, broadcastable, True = keep) allows.
+    """Softmax of ``scores`` over ``dim`` where ``mask`` allows: bool, True = keep, the shape of
+    ``scores`` or broadcastable to it without growing it (a ``(B, 1, T)`` mask for ``(B, T, T)`` scores).
 
     Computed in float32 and returned in the dtype of ``scores``; safe in float16/bfloat16.
     Rows with no allowed position get all-zero weights instead of NaN.
     """
     if mask is None:
         return torch.softmax(scores.float(), dim).to(scores.dtype)
-    if mask.dtype != torch.bool:
-        raise TypeError(f"mask must be bool (True = attend), got {mask.dtype}")
-    if torch.broadcast_shapes(mask.shape, scores.shape) != scores.shape:
-        raise ValueError(f"mask {tuple(mask.shape)} does not broadcast to scores {tuple(scores.shape)}")
+    check_mask(mask, scores.shape, dims="scores.shape", broadcast=True)
     # Work on the mask as given (often (B, 1, T)): no full-size boolean copies.
     has_any = mask.any(dim, keepdim=True)  # False for rows with nothing to attend to
     filled = scores.float().masked_fill(~mask, float("-inf"))
@@ -45,6 +45,8 @@ class AdditiveScore(nn.Module):
         self.v = nn.Linear(hidden_dim, 1, bias=False)
 
     def forward(self, query: torch.Tensor, keys: torch.Tensor) -> torch.Tensor:
+        check_width(query, self.query.in_features, dims="(B, Tq, Dq)", name="query")
+        check_width(keys, self.key.in_features, dims="(B, Tk, Dk)", name="keys")
         hidden = torch.tanh(self.query(query).unsqueeze(2) + self.key(keys).unsqueeze(1))  # (B, Tq, Tk, A)
         return self.v(hidden).squeeze(-1)  # (B, Tq, Tk)
 
@@ -59,7 +61,9 @@ class ScaledDotScore(nn.Module):
 
 
 def attend(scores: torch.Tensor, values: torch.Tensor, mask: torch.Tensor | None = None):
-    """Weights ``(B, Tq, Tk)`` from scores and a key mask ``(B, Tk)``; context ``(B, Tq, Dv)``."""
+    """Weights ``(B, Tq, Tk)`` from scores ``(B, Tq, Tk)`` and a key mask ``(B, Tk)`` (bool, True =
+    real key); context ``(B, Tq, Dv)`` from values ``(B, Tk, Dv)``."""
+    check_mask(mask, (scores.shape[0], scores.shape[-1]), dims="(B, Tk)")
     key_mask = None if mask is None else mask.unsqueeze(1)  # (B, 1, Tk), broadcast over queries
     weights = masked_softmax(scores, key_mask)
     return weights @ values, weights
@@ -75,6 +79,8 @@ class AttentionPooling(nn.Module):
         self.score = AdditiveScore(dim, dim, hidden_dim)
 
     def forward(self, states: torch.Tensor, mask: torch.Tensor):
+        check_width(states, self.query.shape[-1], name="states")
+        check_mask(mask, states.shape[:2])
         query = self.query.expand(states.shape[0], 1, -1)  # (B, 1, D)
         context, weights = attend(self.score(query, states), states, mask)  # (B, 1, D), (B, 1, T)
         return context.squeeze(1), weights.squeeze(1)
@@ -93,6 +99,8 @@ class StructuredSelfAttention(nn.Module):
         self.w2 = nn.Linear(hidden_dim, hops, bias=False)
 
     def forward(self, states: torch.Tensor, mask: torch.Tensor):
+        check_width(states, self.w1.in_features, name="states")
+        check_mask(mask, states.shape[:2])
         scores = self.w2(torch.tanh(self.w1(states))).transpose(1, 2)  # (B, hops, T)
         weights = masked_softmax(scores, mask.unsqueeze(1))  # (B, hops, T)
         pooled = weights @ states  # (B, hops, D)

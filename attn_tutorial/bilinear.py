@@ -14,6 +14,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from attn_tutorial.attention import masked_softmax
+from attn_tutorial.text import check_mask, check_width
 from attn_tutorial.vqa_models import GridEncoder, QuestionEncoder, question_regions
 
 
@@ -88,12 +89,13 @@ def article_scores_corrected(article: ArticleBilinearAttention, query: torch.Ten
     return per_slice.mean(dim=-1)  # = q^T (mean_a W_a) k: one bilinear form
 
 
-def _check_query_keys(query, keys, mask):
+def _check_query_keys(query, keys, mask, query_dim: int, key_dim: int):
     if query.dim() != 2 or keys.dim() != 3 or query.shape[0] != keys.shape[0]:
         raise ValueError(f"expected query (B, Dq) and keys (B, S, Dk), got {tuple(query.shape)} and "
                          f"{tuple(keys.shape)}")
-    if mask is not None and (mask.dtype != torch.bool or mask.shape != keys.shape[:2]):
-        raise ValueError(f"mask must be bool of shape {tuple(keys.shape[:2])}, got {mask.dtype} {tuple(mask.shape)}")
+    check_width(query, query_dim, dims="(B, Dq)", name="query")
+    check_width(keys, key_dim, dims="(B, S, Dk)", name="keys")
+    check_mask(mask, keys.shape[:2], dims="(B, S)")
 
 
 class LowRankBilinearAttention(nn.Module):
@@ -112,7 +114,7 @@ class LowRankBilinearAttention(nn.Module):
         return self.pool(self.query(query).unsqueeze(1) * self.key(keys)).squeeze(-1)  # (B, S)
 
     def forward(self, query, keys, mask=None):
-        _check_query_keys(query, keys, mask)
+        _check_query_keys(query, keys, mask, self.query[0].in_features, self.key[0].in_features)
         weights = masked_softmax(self.scores(query, keys), mask)  # (B, S)
         return (weights.unsqueeze(1) @ keys).squeeze(1), weights
 
@@ -134,7 +136,9 @@ class MultiHeadBilinearAttention(nn.Module):
         self.project = nn.Linear(key_dim, key_dim)
 
     def forward(self, query, keys, mask=None):
-        _check_query_keys(query, keys, mask)
+        head = self.heads[0]
+        _check_query_keys(query, keys, mask, self.num_heads * head.query[0].in_features,
+                          self.num_heads * head.key[0].in_features)
         results = [head(q, k, mask) for head, q, k in
                    zip(self.heads, query.chunk(self.num_heads, -1), keys.chunk(self.num_heads, -1))]
         context = torch.cat([c for c, _ in results], dim=-1)  # (B, Dk)
@@ -162,7 +166,7 @@ class SparseBilinearAttention(nn.Module):
         self.attention = LowRankBilinearAttention(query_dim, key_dim, attn_dim)
 
     def forward(self, query, keys, mask=None):
-        _check_query_keys(query, keys, mask)
+        _check_query_keys(query, keys, mask, self.attention.query[0].in_features, self.attention.key[0].in_features)
         scores = self.attention.scores(query, keys)  # (B, S): every key is still scored
         if mask is not None:
             scores = scores.masked_fill(~mask, float("-inf"))
@@ -272,13 +276,13 @@ def pair_mask(region_mask: torch.Tensor | None, word_mask: torch.Tensor | None, 
     when its region **and** its word are real. None when both are None."""
     if region_mask is None and word_mask is None:
         return None
-    batch = (region_mask if region_mask is not None else word_mask).shape[0]
-    device = (region_mask if region_mask is not None else word_mask).device
-    r = region_mask if region_mask is not None else torch.ones(batch, regions, dtype=torch.bool, device=device)
-    w = word_mask if word_mask is not None else torch.ones(batch, words, dtype=torch.bool, device=device)
-    for name, m, n in (("region_mask", r, regions), ("word_mask", w, words)):
-        if m.dtype != torch.bool or m.shape != (batch, n):
-            raise ValueError(f"{name} must be bool of shape ({batch}, {n}), got {m.dtype} {tuple(m.shape)}")
+    given = region_mask if region_mask is not None else word_mask
+    batch = max([m.shape[0] for m in (region_mask, word_mask) if isinstance(m, torch.Tensor) and m.dim()],
+                default=None)  # the larger B: a (1, R) or (1, L) mask is the one that would broadcast
+    check_mask(region_mask, (batch, regions), dims="(B, R)", name="region_mask")
+    check_mask(word_mask, (batch, words), dims="(B, L)", name="word_mask")
+    r = region_mask if region_mask is not None else torch.ones(batch, regions, dtype=torch.bool, device=given.device)
+    w = word_mask if word_mask is not None else torch.ones(batch, words, dtype=torch.bool, device=given.device)
     return (r.unsqueeze(2) & w.unsqueeze(1)).unsqueeze(1)  # (B, 1, R, L)
 
 
@@ -306,6 +310,10 @@ class BilinearAttentionMap(nn.Module):
         if regions.dim() != 3 or words.dim() != 3 or regions.shape[0] != words.shape[0]:
             raise ValueError(f"expected regions (B, R, D) and words (B, L, D), got {tuple(regions.shape)} "
                              f"and {tuple(words.shape)}")
+        check_width(regions, self.region[0].in_features, dims="(B, R, Dx)", name="regions")
+        check_width(words, self.word[0].in_features, dims="(B, L, Dy)", name="words")
+        check_mask(region_mask, regions.shape[:2], dims="(B, R)", name="region_mask")
+        check_mask(word_mask, words.shape[:2], dims="(B, L)", name="word_mask")
         logits = self.logits(regions, words)  # (B, G, R, L)
         mask = pair_mask(region_mask, word_mask, regions.shape[1], words.shape[1])  # (B, 1, R, L)
         flat = masked_softmax(logits.flatten(2), None if mask is None else mask.flatten(2))  # (B, G, R*L)
@@ -322,6 +330,8 @@ class BilinearPooling(nn.Module):
         self.word = nn.Sequential(nn.Linear(word_dim, rank), nn.ReLU())  # V'
 
     def forward(self, regions, words, attention_map):
+        check_width(regions, self.region[0].in_features, dims="(B, R, Dx)", name="regions")
+        check_width(words, self.word[0].in_features, dims="(B, L, Dy)", name="words")
         return torch.einsum("brk,brl,blk->bk", self.region(regions), attention_map, self.word(words))
 
 

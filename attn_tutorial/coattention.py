@@ -12,16 +12,18 @@ from torch import nn
 
 from attn_tutorial.attention import AdditiveScore, masked_softmax
 from attn_tutorial.rnn import BiLSTMEncoder
+from attn_tutorial.text import check_mask, check_width
 from attn_tutorial.vqa_models import GridEncoder, QuestionEncoder, question_regions
 
 
-def _check_pair(regions: torch.Tensor, words: torch.Tensor, word_mask: torch.Tensor | None):
+def _check_pair(regions: torch.Tensor, words: torch.Tensor, word_mask: torch.Tensor | None,
+                region_dim: int, word_dim: int):
     if regions.dim() != 3 or words.dim() != 3 or regions.shape[0] != words.shape[0]:
         raise ValueError(f"expected regions (B, R, D) and words (B, L, D), got {tuple(regions.shape)} "
                          f"and {tuple(words.shape)}")
-    if word_mask is not None and (word_mask.dtype != torch.bool or word_mask.shape != words.shape[:2]):
-        raise ValueError(f"word_mask must be bool of shape {tuple(words.shape[:2])}, got {word_mask.dtype} "
-                         f"{tuple(word_mask.shape)}")
+    check_width(regions, region_dim, dims="(B, R, Dv)", name="regions")
+    check_width(words, word_dim, dims="(B, L, Dq)", name="words")
+    check_mask(word_mask, words.shape[:2], dims="(B, L)", name="word_mask")
 
 
 class ParallelCoAttention(nn.Module):
@@ -44,7 +46,7 @@ class ParallelCoAttention(nn.Module):
         self.word_score = nn.Linear(hidden_dim, 1, bias=False)  # w_hq
 
     def forward(self, regions, words, word_mask=None):
-        _check_pair(regions, words, word_mask)
+        _check_pair(regions, words, word_mask, self.region.in_features, self.word.in_features)
         c = torch.tanh(words @ self.affinity @ regions.transpose(1, 2))  # (B, L, R)
         if word_mask is not None:
             c = c * word_mask.unsqueeze(-1)  # padded words transfer nothing
@@ -74,10 +76,11 @@ class AlternatingCoAttention(nn.Module):
         return (weights.unsqueeze(1) @ x).squeeze(1), weights  # (B, D), (B, N)
 
     def forward(self, regions, words, word_mask=None):
-        _check_pair(regions, words, word_mask)
         if regions.shape[-1] != words.shape[-1]:
             raise ValueError(f"alternating co-attention needs regions and words of one width, got "
                              f"{regions.shape[-1]} and {words.shape[-1]}")
+        dim = self.summarise.query.in_features
+        _check_pair(regions, words, word_mask, dim, dim)
         nothing = words.new_zeros(words.shape[0], words.shape[-1])  # g = 0 in the first step
         summary, _ = self._attend(self.summarise, nothing, words, word_mask)  # (B, D)
         attended_v, a_v = self._attend(self.to_image, summary, regions)  # (B, D), (B, R)
@@ -106,6 +109,8 @@ class PhraseFeatures(nn.Module):
         self.convs = nn.ModuleList([nn.Conv1d(dim, dim, w) for w in widths])
 
     def forward(self, words: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        check_width(words, self.convs[0].in_channels, dims="(B, L, D)", name="words")
+        check_mask(mask, words.shape[:2], dims="(B, L)")
         x = (words * mask.unsqueeze(-1)).transpose(1, 2)  # (B, D, L); padding is zero on the way in
         # Width w sees w words; pad so that every width gives L outputs (the extra on the right).
         phrases = torch.stack([torch.tanh(conv(F.pad(x, ((w - 1) // 2, w // 2))))

@@ -165,6 +165,9 @@ def load_dataset(name: str, split: str | None = None, data_dir=None):
         name: key of :data:`DATASETS`.
         split: ``"train"``/``"test"``/...; ``None`` returns every split.
         data_dir: directory with local Parquet copies (overrides ``$ATTN_DATA_DIR``).
+
+    Raises ``ValueError`` when a split lacks a column the course reads (``text`` and ``label``;
+    ``sentences`` and ``label`` for ``polarity_v2``).
     """
     import datasets
 
@@ -173,6 +176,16 @@ def load_dataset(name: str, split: str | None = None, data_dir=None):
     spec = DATASETS[name]
     if split is not None and split not in spec.local_files:
         raise ValueError(f"dataset {name!r} has no split {split!r}: expected one of {sorted(spec.local_files)}")
+    required = {"polarity_v2": ["sentences", "label"]}.get(name, ["text", "label"])
+
+    def checked(loaded, sources: dict):
+        """``loaded`` (one split or all of them), once every split has the required columns."""
+        for part, table in ({split: loaded} if split else loaded).items():
+            missing = [column for column in required if column not in table.column_names]
+            if missing:
+                raise ValueError(f"{sources[part]} (dataset {name!r}, split {part!r}) has columns "
+                                 f"{table.column_names}: expected at least {required}, missing {missing}")
+        return loaded
 
     looked = []
     directory = resolve_data_dir(data_dir)
@@ -186,7 +199,7 @@ def load_dataset(name: str, split: str | None = None, data_dir=None):
             loaded = datasets.load_dataset(
                 "parquet", data_files=wanted, cache_dir=str(cache_dir() / "hf_datasets")
             )
-            return loaded[split] if split else loaded
+            return checked(loaded[split] if split else loaded, {s: str(p) for s, p in files.items()})
         looked.append(f"local copy: missing {', '.join(missing)}")
     else:
         looked.append(f"local copy: no data directory (argument, ${DATA_DIR_ENV} or <repo>/data)")
@@ -198,9 +211,10 @@ def load_dataset(name: str, split: str | None = None, data_dir=None):
     else:
         try:
             loaded = datasets.load_dataset(spec.hub_id, cache_dir=str(cache_dir() / "hf_datasets"))
-            return loaded[split] if split else loaded
         except Exception as error:  # network, auth or hub errors all mean "not available here"
             looked.append(f"hub: {spec.hub_id} failed ({type(error).__name__}: {str(error)[:200]})")
+        else:
+            return checked(loaded[split] if split else loaded, {s: f"hub copy {spec.hub_id}" for s in loaded})
 
     raise DataNotFoundError(
         f"could not load dataset {name!r}. Looked at:\n  - " + "\n  - ".join(looked) + "\n"

@@ -18,17 +18,16 @@ from torch import nn
 from attn_tutorial.attention import masked_softmax
 from attn_tutorial.mhsa import (check_qkv, check_layer_input, combine_masks, explicit_attention, merge_heads,
                                 sdpa_attention, split_heads)
+from attn_tutorial.text import check_mask, check_width
 
 
 def first_difference(x: torch.Tensor, mask: torch.Tensor | None = None):
     """``d_t = x_{t+1} - x_t``: x ``(B, T, D)``, mask ``(B, T)`` -> d ``(B, T-1, D)`` and its key
     mask ``(B, T-1)``, True only where both ``t`` and ``t+1`` are real tokens."""
-    if x.dim() != 3:
-        raise ValueError(f"expected x of shape (B, T, D), got {tuple(x.shape)}")
+    check_width(x, None)  # (B, T, D), any D
+    check_mask(mask, x.shape[:2])
     if mask is None:
         mask = torch.ones(x.shape[:2], dtype=torch.bool, device=x.device)
-    if mask.dtype != torch.bool or mask.shape != x.shape[:2]:
-        raise ValueError(f"mask must be bool (B, T) = {tuple(x.shape[:2])}, got {mask.dtype} {tuple(mask.shape)}")
     return x[:, 1:] - x[:, :-1], mask[:, 1:] & mask[:, :-1]
 
 
@@ -58,8 +57,7 @@ class DifferenceSequenceAttention(nn.Module):
         self.out = nn.Linear(embed_dim, embed_dim)
 
     def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None, need_weights: bool = False):
-        if x.dim() != 3 or x.shape[-1] != self.query.in_features:
-            raise ValueError(f"expected x of shape (B, T, {self.query.in_features}), got {tuple(x.shape)}")
+        check_width(x, self.query.in_features)
         diff, key_mask = first_difference(x, mask)  # (B, T-1, D), (B, T-1)
         q = split_heads(self.query(x), self.num_heads)  # (B, H, T, d)
         k = split_heads(self.key(diff), self.num_heads)  # (B, H, T-1, d)
@@ -102,15 +100,20 @@ def diff_attention_explicit(q1, k1, q2, k2, v, lam, mask=None):
 def diff_attention_sdpa(q1, k1, q2, k2, v, lam, mask=None):
     """The same context from one fused call: the value is split in halves of width ``d`` so that
     every input has the same head width (a wider value sends CPU SDPA to its slow path), and the
-    four products ``softmax(q_i k_i^T) v_half`` run as one batch."""
+    four products ``softmax(q_i k_i^T) v_half`` run as one batch. Same arguments as
+    :func:`diff_attention_explicit`, with a batch of at least one."""
+    check_qkv(q1, k1, v, mask)
+    check_qkv(q2, k2, v, mask)
     if v.shape[-1] != 2 * q1.shape[-1]:
         raise ValueError(f"v must be twice as wide as q1 ({2 * q1.shape[-1]}), got {v.shape[-1]}")
+    if q1.shape[0] == 0:
+        raise ValueError(f"expected q1 of shape (B, H, Tq, d) with B >= 1, got {tuple(q1.shape)}")
     batch = q1.shape[0]
     v_a, v_b = v.chunk(2, dim=-1)  # each (B, H, Tk, d)
     q = torch.cat([q1, q1, q2, q2])  # (4B, H, Tq, d)
     k = torch.cat([k1, k1, k2, k2])
     values = torch.cat([v_a, v_b, v_a, v_b])
-    if mask is not None and mask.shape[0] == batch and batch > 1:
+    if mask is not None and mask.dim() == 4 and mask.shape[0] == batch and batch > 1:
         mask = mask.repeat(4, *[1] * (mask.dim() - 1))
     out = sdpa_attention(q, k, values, mask).split(batch)  # four (B, H, Tq, d)
     return torch.cat(out[:2], dim=-1) - lam * torch.cat(out[2:], dim=-1)  # (B, H, Tq, 2d)
@@ -163,6 +166,8 @@ class MultiHeadDiffAttention(nn.Module):
                 implementation: str = "auto"):
         check_layer_input(x, self.embed_dim, implementation)
         batch, length, _ = x.shape
+        if batch == 0:  # the fused path cannot split an empty batch: both paths refuse it
+            raise ValueError(f"expected x of shape (B, T, {self.embed_dim}) with B >= 1, got {tuple(x.shape)}")
         full_mask = combine_masks(mask, attn_mask, batch, length)  # (B|1, 1, T|1, T) or None
         q, k, v = self.in_proj(x).chunk(3, dim=-1)  # each (B, T, D)
         q = q.view(batch, length, self.num_heads, 2, self.head_dim).transpose(1, 2)  # (B, H, T, 2, d)

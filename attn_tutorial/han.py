@@ -11,6 +11,7 @@ from torch import nn
 
 from attn_tutorial.attention import masked_softmax
 from attn_tutorial.rnn import BiLSTMEncoder
+from attn_tutorial.text import check_mask, check_width
 
 
 class ContextAttention(nn.Module):
@@ -36,9 +37,8 @@ class ContextAttention(nn.Module):
         self.merge = nn.Linear(heads * dim, dim) if heads > 1 else nn.Identity()
 
     def forward(self, states: torch.Tensor, mask: torch.Tensor | None = None):
-        if states.dim() != 3 or (mask is not None and mask.shape != states.shape[:2]):
-            raise ValueError(f"expected states (N, T, D) and mask (N, T), got {tuple(states.shape)} and "
-                             f"{None if mask is None else tuple(mask.shape)}")
+        check_width(states, self.project.in_features, dims="(N, T, D)", name="states")
+        check_mask(mask, states.shape[:2], dims="(N, T)")
         u = torch.tanh(self.project(states))  # (N, T, A)
         scores = torch.einsum("nta,ha->nht", u, self.context)  # (N, heads, T)
         if self.log_temperature is not None:
@@ -82,9 +82,9 @@ class HierarchicalAttentionNetwork(nn.Module):
     @staticmethod
     def check_inputs(ids: torch.Tensor, word_mask: torch.Tensor) -> torch.Tensor:
         """Validate ``ids`` and ``word_mask``; return the sentence mask ``(B, S)``."""
-        if ids.dim() != 3 or ids.dtype != torch.long or word_mask.shape != ids.shape or word_mask.dtype != torch.bool:
-            raise ValueError(f"expected ids (B, S, W) long and word_mask (B, S, W) bool, got {ids.dtype} "
-                             f"{tuple(ids.shape)} and {word_mask.dtype} {tuple(word_mask.shape)}")
+        if ids.dim() != 3 or ids.dtype != torch.long or ids.shape[0] == 0:
+            raise ValueError(f"expected ids (B, S, W) long with B >= 1, got {ids.dtype} {tuple(ids.shape)}")
+        check_mask(word_mask, ids.shape, dims="(B, S, W)", name="word_mask")
         sentence_mask = word_mask.any(-1)  # (B, S)
         if (word_mask[..., 1:] & ~word_mask[..., :-1]).any() or (sentence_mask[:, 1:] & ~sentence_mask[:, :-1]).any():
             raise ValueError("word_mask must put real words first in each sentence and real sentences first in "

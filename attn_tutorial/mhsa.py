@@ -16,6 +16,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from attn_tutorial.attention import masked_softmax
+from attn_tutorial.text import check_mask, check_width
 
 
 def split_heads(x: torch.Tensor, num_heads: int) -> torch.Tensor:
@@ -44,16 +45,7 @@ def check_qkv(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Ten
     if q.shape[-1] != k.shape[-1] or k.shape[-2] != v.shape[-2]:
         raise ValueError(f"need q/k of equal width and k/v of equal length, got {tuple(q.shape)}, "
                          f"{tuple(k.shape)}, {tuple(v.shape)}")
-    if mask is not None:
-        if mask.dtype != torch.bool:
-            raise TypeError(f"mask must be bool (True = may attend), got {mask.dtype}")
-        target = (*q.shape[:-1], k.shape[-2])
-        try:
-            fits = torch.broadcast_shapes(mask.shape, target) == target
-        except RuntimeError:
-            fits = False
-        if not fits:
-            raise ValueError(f"mask {tuple(mask.shape)} does not broadcast to (B, H, Tq, Tk) = {target}")
+    check_mask(mask, (*q.shape[:-1], k.shape[-2]), dims="(B, H, Tq, Tk)", broadcast=True)
 
 
 def explicit_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
@@ -93,16 +85,12 @@ def combine_masks(key_mask: torch.Tensor | None, attn_mask: torch.Tensor | None,
                   batch: int, length: int) -> torch.Tensor | None:
     """One bool mask broadcastable to ``(B, H, T, T)`` from a key mask ``(B, T)`` and/or an
     attention mask ``(T, T)`` or ``(B, T, T)``; True = may attend."""
+    check_mask(key_mask, (batch, length))
+    check_mask(attn_mask, [(length, length), (batch, length, length)], dims="(T, T) or (B, T, T)", name="attn_mask")
     combined = None
     if key_mask is not None:
-        if key_mask.dtype != torch.bool or key_mask.shape != (batch, length):
-            raise ValueError(f"mask must be bool (B, T) = {(batch, length)} with True = real token, "
-                             f"got {key_mask.dtype} {tuple(key_mask.shape)}")
         combined = key_mask[:, None, None, :]  # (B, 1, 1, T)
     if attn_mask is not None:
-        if attn_mask.dtype != torch.bool or attn_mask.shape not in ((length, length), (batch, length, length)):
-            raise ValueError(f"attn_mask must be bool (T, T) or (B, T, T) with T = {length}, "
-                             f"got {attn_mask.dtype} {tuple(attn_mask.shape)}")
         pairs = attn_mask.view(-1, 1, length, length)  # (1 or B, 1, T, T)
         combined = pairs if combined is None else combined & pairs
     return combined
@@ -113,8 +101,7 @@ IMPLEMENTATIONS = ("auto", "sdpa", "explicit")
 
 def check_layer_input(x: torch.Tensor, embed_dim: int, implementation: str = "auto") -> None:
     """The argument checks every attention layer of the course shares."""
-    if x.dim() != 3 or x.shape[-1] != embed_dim:
-        raise ValueError(f"expected x of shape (B, T, {embed_dim}), got {tuple(x.shape)}")
+    check_width(x, embed_dim)
     if implementation not in IMPLEMENTATIONS:
         raise ValueError(f"implementation must be 'auto', 'sdpa' or 'explicit', got {implementation!r}")
 

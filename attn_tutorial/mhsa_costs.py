@@ -17,6 +17,7 @@ import torch.utils.benchmark as benchmark
 
 from attn_tutorial.attention import masked_softmax
 from attn_tutorial.mhsa import MultiHeadSelfAttention, check_qkv, explicit_attention, sdpa_attention
+from attn_tutorial.text import check_mask
 from attn_tutorial.results import RunContext, experiment
 
 
@@ -205,11 +206,9 @@ def block_local_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
     if block < 1:
         raise ValueError(f"block must be >= 1, got {block}")
     batch, heads, length, _ = q.shape
+    check_mask(key_mask, (batch, length), name="key_mask")
     if key_mask is None:
         key_mask = torch.ones(batch, length, dtype=torch.bool, device=q.device)
-    if key_mask.shape != (batch, length) or key_mask.dtype != torch.bool:
-        raise ValueError(f"key_mask must be bool (B, T) = {(batch, length)}, got {key_mask.dtype} "
-                         f"{tuple(key_mask.shape)}")
     n_blocks = math.ceil(length / block)
     pad = n_blocks * block - length
     q, k, v = (torch.nn.functional.pad(t, (0, 0, 0, pad)) for t in (q, k, v))  # (B, H, nb*c, d)

@@ -9,7 +9,7 @@ from torch import nn
 from torch.func import functional_call
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
-from attn_tutorial.text import lengths_to_mask
+from attn_tutorial.text import check_mask, check_width, lengths_to_mask
 
 
 def reverse_padded(x: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
@@ -56,8 +56,9 @@ class BiLSTMEncoder(nn.Module):
         return {f"{n}_l0": getattr(self.lstm, f"{n}_l{layer}{suffix}") for n in names}
 
     def forward(self, x: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
-        if x.dim() != 3 or lengths.shape != x.shape[:1]:
-            raise ValueError(f"expected x (B, T, D) and lengths (B,), got {tuple(x.shape)} and {tuple(lengths.shape)}")
+        if x.dim() != 3 or lengths.shape != x.shape[:1] or x.shape[0] == 0:
+            raise ValueError(f"expected x (B, T, D) and lengths (B,) with B >= 1, got {tuple(x.shape)} and "
+                             f"{tuple(lengths.shape)}")
         if (lengths < 1).any() or int(lengths.max()) > x.shape[1]:
             raise ValueError(f"lengths must lie in [1, {x.shape[1]}], got {lengths.tolist()}")
         mask = lengths_to_mask(lengths.to(x.device), x.shape[1]).unsqueeze(-1)  # (B, T, 1)
@@ -79,6 +80,8 @@ class BiLSTMEncoder(nn.Module):
 
 def masked_mean(x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     """Mean over real positions: ``x (B, T, D)``, ``mask (B, T)`` True = real -> ``(B, D)``."""
+    check_width(x, None)  # (B, T, D), any D
+    check_mask(mask, x.shape[:2])
     counts = mask.sum(dim=1, keepdim=True)  # (B, 1)
     if (counts == 0).any():
         raise ValueError("a sequence has no real tokens: its mean is undefined")
@@ -87,6 +90,8 @@ def masked_mean(x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
 
 def masked_max(x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     """Max over real positions: ``x (B, T, D)``, ``mask (B, T)`` True = real -> ``(B, D)``."""
+    check_width(x, None)  # (B, T, D), any D
+    check_mask(mask, x.shape[:2])
     if not mask.any(dim=1).all():
         raise ValueError("a sequence has no real tokens: its max is undefined")
     return x.masked_fill(~mask.unsqueeze(-1), torch.finfo(x.dtype).min).amax(dim=1)

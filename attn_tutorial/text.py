@@ -75,6 +75,8 @@ def encode_texts(texts: Iterable[str], vocab: Vocab, max_len: int | None = None,
     """
     if truncation not in TRUNCATIONS:
         raise ValueError(f"truncation must be one of {TRUNCATIONS}, got {truncation!r}")
+    if max_len is not None and (isinstance(max_len, bool) or not isinstance(max_len, int) or max_len < 1):
+        raise ValueError(f"max_len must be a positive int or None, got {max_len!r}")
     encoded = []
     for text in texts:
         ids = vocab.encode(tokenize(text))
@@ -102,10 +104,65 @@ def pad_batch(sequences: list[torch.Tensor], pad_id: int = 0):
     return ids, lengths, lengths_to_mask(lengths, ids.shape[1])
 
 
+def _shape(shape) -> str:
+    """``(3, 7)``, ``(3,)``; ``?`` for a size that may be anything."""
+    sizes = ["?" if n is None else str(n) for n in shape]
+    return "(" + ", ".join(sizes) + ("," if len(sizes) == 1 else "") + ")"
+
+
+def _describe(x) -> str:
+    """``float32 of shape (3, 1)`` for a tensor, the type's name for anything else."""
+    if not isinstance(x, torch.Tensor):
+        return type(x).__name__
+    return f"{str(x.dtype).removeprefix('torch.')} of shape {_shape(x.shape)}"
+
+
+def _fits(actual: tuple, expected: tuple, broadcast: bool) -> bool:
+    if len(actual) == len(expected) and all(e is None or a == e for a, e in zip(actual, expected)):
+        return True
+    if not broadcast or None in expected or len(actual) > len(expected):
+        return False
+    try:
+        return torch.broadcast_shapes(actual, expected) == expected  # broadcasts without growing
+    except RuntimeError:
+        return False
+
+
+def check_mask(mask, shape, *, dims: str = "(B, T)", name: str = "mask", broadcast: bool = False) -> None:
+    """Raise unless ``mask`` is None or a bool tensor of shape ``shape`` (``dims`` names its axes).
+
+    ``shape``: sizes, ``None`` for "any size", or a list of such shapes when several are allowed.
+    ``broadcast=True`` also accepts a mask that broadcasts to ``shape`` without growing it (a
+    ``(B, 1, T)`` key mask for ``(B, T, T)`` scores). Raises ``TypeError`` for a mask that is not
+    bool, ``ValueError`` for a wrong shape; the message names the expected and the received.
+    """
+    if mask is None:
+        return
+    shapes = [tuple(s) for s in shape] if isinstance(shape, list) else [tuple(shape)]
+    expected = f"{name} must be bool of shape {dims}"
+    if any(n is not None for s in shapes for n in s):
+        expected += " = " + " or ".join(_shape(s) for s in shapes)
+    if broadcast:
+        expected += " or broadcast to it"
+    if not isinstance(mask, torch.Tensor) or mask.dtype != torch.bool:
+        raise TypeError(f"{expected}, got {_describe(mask)}")
+    if not any(_fits(tuple(mask.shape), s, broadcast) for s in shapes):
+        raise ValueError(f"{expected}, got {_describe(mask)}")
+
+
+def check_width(x, width: int | None, *, dims: str = "(B, T, D)", name: str = "x") -> None:
+    """Raise ``ValueError`` unless ``x`` is a tensor with the axes of ``dims`` and ``width``
+    features in the last one (``width=None``: any number)."""
+    expected = f"expected {name} of shape {dims}"
+    if width is not None:
+        expected += f" with {dims.strip('()').split(',')[-1].strip()} = {width}"
+    if not isinstance(x, torch.Tensor) or x.dim() != dims.count(",") + 1 or width not in (None, x.shape[-1]):
+        raise ValueError(f"{expected}, got {_describe(x)}")
+
+
 def to_key_padding_mask(mask: torch.Tensor) -> torch.Tensor:
-    """The package's mask (True = real token) -> PyTorch's ``key_padding_mask`` (True = ignore)."""
-    if mask.dtype != torch.bool:
-        raise TypeError(f"expected a bool mask (True = real token), got {mask.dtype}")
+    """The package's mask ``(B, T)`` (True = real token) -> PyTorch's ``key_padding_mask`` (True = ignore)."""
+    check_mask(mask, (None, None))
     return ~mask
 
 

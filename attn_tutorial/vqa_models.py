@@ -12,6 +12,7 @@ from torch import nn
 
 from attn_tutorial.attention import AdditiveScore, attend
 from attn_tutorial.rnn import BiLSTMEncoder, masked_mean
+from attn_tutorial.text import check_mask, check_width
 
 
 class GridEncoder(nn.Module):
@@ -132,6 +133,8 @@ class StackedAttention(nn.Module):
     def forward(self, u: torch.Tensor, regions: torch.Tensor, mask: torch.Tensor | None = None):
         if u.dim() != 2 or regions.dim() != 3 or u.shape[0] != regions.shape[0] or u.shape[1] != regions.shape[2]:
             raise ValueError(f"expected u (B, D) and regions (B, R, D), got {tuple(u.shape)} and {tuple(regions.shape)}")
+        check_width(regions, self.hops[0].key.in_features, dims="(B, R, D)", name="regions")
+        check_mask(mask, regions.shape[:2], dims="(B, R)")
         maps = []
         for score in self.hops:
             context, weights = attend(score(u.unsqueeze(1), regions), regions, mask)  # (B, 1, D), (B, 1, R)

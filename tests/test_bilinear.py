@@ -57,7 +57,7 @@ def test_low_rank_bilinear_attention_masks_and_rejects_bad_input():
     torch.testing.assert_close(context, torch.einsum("bs,bsd->bd", weights, keys))
     with pytest.raises(ValueError, match="query .B, Dq. and keys"):
         attention(query[0], keys)
-    with pytest.raises(ValueError, match="mask must be bool"):
+    with pytest.raises(TypeError, match="mask must be bool"):
         attention(query, keys, mask.float())
     with pytest.raises(ValueError, match="not divisible by num_heads"):
         MultiHeadBilinearAttention(6, 5, 4, num_heads=4)

@@ -59,7 +59,7 @@ def test_co_attention_rejects_bad_input(pair):
     regions, words, mask = pair
     with pytest.raises(ValueError, match="regions .B, R, D. and words"):
         ParallelCoAttention(8, 8, 5)(regions[0], words)
-    with pytest.raises(ValueError, match="word_mask must be bool"):
+    with pytest.raises(TypeError, match="word_mask must be bool"):
         ParallelCoAttention(8, 8, 5)(regions, words, mask.long())
     with pytest.raises(ValueError, match="one width"):
         AlternatingCoAttention(8, 5)(torch.randn(3, 16, 4), words)

@@ -50,7 +50,7 @@ def test_first_difference_and_its_key_mask():
     diff, key_mask = first_difference(x, mask)
     torch.testing.assert_close(diff, x[:, 1:] - x[:, :-1])
     assert key_mask.tolist() == [[True, True, False]]  # the key across the padding boundary is fake
-    with pytest.raises(ValueError, match="mask must be bool"):
+    with pytest.raises(TypeError, match="mask must be bool"):
         first_difference(x, mask.long())
     with pytest.raises(ValueError, match="expected x of shape"):
         first_difference(x[0])

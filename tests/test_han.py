@@ -35,7 +35,7 @@ def test_context_attention_masks_and_matches_the_formula():
     changed = states.clone()
     changed[1, 2:] = 50.0
     torch.testing.assert_close(attention(changed, mask)[0], pooled)
-    with pytest.raises(ValueError, match="expected states"):
+    with pytest.raises(ValueError, match=r"mask must be bool of shape \(N, T\) = \(2, 5\)"):
         attention(states, mask[:, :3])
     with pytest.raises(ValueError, match="heads must be"):
         ContextAttention(6, heads=0)
@@ -102,7 +102,7 @@ def test_han_rejects_bad_input(batch_and_vocab):
     batch = data.collate([0, 1])
     with pytest.raises(ValueError, match=r"expected ids \(B, S, W\) long"):
         model(batch["ids"][0], batch["word_mask"][0])
-    with pytest.raises(ValueError, match="expected ids"):
+    with pytest.raises(TypeError, match=r"word_mask must be bool of shape \(B, S, W\)"):
         model(batch["ids"], batch["word_mask"].long())
     holes = batch["word_mask"].clone()
     holes[0, 0, 0] = False  # a padded word before a real one

@@ -31,7 +31,7 @@ def test_pad_batch_lengths_and_mask_convention():
     assert lengths.tolist() == [3, 1]
     assert mask.dtype == torch.bool and mask.tolist() == [[True, True, True], [True, False, False]]
     assert text.to_key_padding_mask(mask).tolist() == [[False, False, False], [False, True, True]]
-    with pytest.raises(TypeError, match="bool mask"):
+    with pytest.raises(TypeError, match=r"mask must be bool of shape \(B, T\), got int32"):
         text.to_key_padding_mask(mask.int())
     with pytest.raises(ValueError, match="non-empty"):
         text.pad_batch([torch.tensor([1]), torch.tensor([], dtype=torch.long)])
