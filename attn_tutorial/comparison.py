@@ -80,6 +80,7 @@ import copy
 
 from torch import nn
 
+from attn_tutorial import runs
 from attn_tutorial.vqa_data import relational_splits
 
 # epochs of the batch-normalisation check per profile
@@ -145,10 +146,10 @@ def run_bn_eval(ctx: RunContext) -> dict:
     val_loader = VQADataset(val, vocab).loader(None, False, torch.Generator().manual_seed(0), training["images_per_batch"])
     optimizer = torch.optim.AdamW(model.parameters(), lr=training["lr"])
     rows = []
-    for epoch in range(1, settings["epochs"] + 1):
+    for epoch in range(1, runs.epochs(settings["epochs"]) + 1):  # one epoch of two steps in a dry run
         model.train()
         running_loss = seen = 0
-        for batch in train_loader:
+        for batch in runs.loop(train_loader, "train", repeat=settings["epochs"]):
             labels = batch.pop("labels").to(ctx.device)
             loss = nn.functional.cross_entropy(model(**{k: v.to(ctx.device) for k, v in batch.items()})["logits"], labels)
             optimizer.zero_grad(set_to_none=True)

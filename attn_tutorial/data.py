@@ -225,12 +225,17 @@ def load_dataset(name: str, split: str | None = None, data_dir=None):
 
 
 def take_subset(dataset, size: int | None, seed: int = 0):
-    """A reproducible random subset of ``size`` rows (all rows, shuffled, when ``size`` is None)."""
+    """A reproducible random subset of ``size`` rows (all rows, shuffled, when ``size`` is None).
+
+    During a dry run (:mod:`attn_tutorial.runs`) the subset is cut to the dry run's slice."""
+    from attn_tutorial import runs
+
+    if size is not None and size <= 0:
+        raise ValueError(f"subset size must be positive or None, got {size}")
+    size = runs.cap(size, len(dataset), "rows")
     shuffled = dataset.shuffle(seed=seed)
     if size is None or size >= len(shuffled):
         return shuffled
-    if size <= 0:
-        raise ValueError(f"subset size must be positive or None, got {size}")
     return shuffled.select(range(size))
 
 

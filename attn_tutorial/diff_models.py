@@ -12,6 +12,7 @@ import statistics
 import torch
 from torch import nn
 
+from attn_tutorial import runs
 from attn_tutorial.differential import DifferenceSequenceAttention, MultiHeadDiffAttention
 from attn_tutorial.mhsa import MultiHeadSelfAttention
 from attn_tutorial.mhsa_costs import time_forward_backward
@@ -131,7 +132,7 @@ def train_retrieval(attention: str, n_pairs: int, steps: int, seed: int = 0, bat
     generator = torch.Generator().manual_seed(seed)
     model = RetrievalModel(attention, n_keys, n_values, noise=noise).to(device)
     optimizer = torch.optim.Adam(model.parameters(), lr=lr)
-    for _ in range(steps):
+    for _ in runs.loop(range(steps), "train", planned=steps):  # two steps in a dry run
         keys, values, position, target = (t.to(device) for t in retrieval_batch(
             batch, n_pairs, n_keys, n_values, generator))
         loss = nn.functional.cross_entropy(model(keys, values, position)[0], target)
@@ -169,11 +170,13 @@ RETRIEVAL_SIZES = {"smoke": {"lengths": (8, 16), "steps": 60, "eval_size": 256},
             "parameters, accuracy and attention mass against length, chapter 4")
 def run_retrieval(ctx: RunContext) -> dict:
     sizes = RETRIEVAL_SIZES[ctx.profile.name]
+    if ctx.dry_run:  # the shortest and the longest length: the code path, not the numbers
+        sizes = {**sizes, "lengths": (sizes["lengths"][0], sizes["lengths"][-1])}
     metrics, maps = {}, {}
     for n_pairs in sizes["lengths"]:
         for kind in ("mhsa", "diff"):
             model = train_retrieval(kind, n_pairs, sizes["steps"], ctx.seed, device=ctx.device)
-            scores = evaluate_retrieval(model, n_pairs, ctx.seed, sizes["eval_size"])
+            scores = evaluate_retrieval(model, n_pairs, ctx.seed, runs.cap(sizes["eval_size"], what="examples"))
             metrics[f"accuracy_{kind}_T{n_pairs}"] = scores["accuracy"]
             metrics[f"target_mass_{kind}_T{n_pairs}"] = scores["mass_on_target"]
             if kind == "diff":
@@ -266,11 +269,13 @@ def time_classifier_steps(batch: int, length: int, embed_dim: int, hidden_dim: i
             "MHSA / difference-sequence / DIFF), same machine, same padded batch")
 def run_step_time(ctx: RunContext) -> dict:
     p = ctx.profile
-    ms = time_classifier_steps(p.batch_size, p.max_len, p.embed_dim, p.hidden_dim, device=ctx.device,
-                               rounds=1 if p.name == "smoke" else 3)
+    length = min(p.max_len, 64) if ctx.dry_run else p.max_len  # ch04_diff runs the full length's path
+    ms = time_classifier_steps(p.batch_size, length, p.embed_dim, p.hidden_dim, device=ctx.device,
+                               rounds=1 if p.name == "smoke" or ctx.dry_run else 3,
+                               min_run_time=0.01 if ctx.dry_run else 0.5)
     return {"metrics": {**{f"ms_{kind}": t for kind, t in ms.items()},
                         "ratio_difference": ms["difference"] / ms["mhsa"], "ratio_diff": ms["diff"] / ms["mhsa"]},
-            "extra": {"batch": p.batch_size, "length": p.max_len, "embed_dim": p.embed_dim,
+            "extra": {"batch": p.batch_size, "length": length, "embed_dim": p.embed_dim,
                       "hidden_dim": p.hidden_dim, "vocab_size": 50_000}}
 
 
@@ -298,8 +303,11 @@ def compare_diff_with_mhsa(batch: int, length: int, dim: int, heads: int, device
 def run_cost(ctx: RunContext) -> dict:
     small = ctx.profile.name == "smoke"
     lengths = (64, 128) if small else (128, 256, 512, 1024)
-    rows = [{"length": n, **compare_diff_with_mhsa(32, n, 128, 8, ctx.device, rounds=1 if small else 3)}
-            for n in lengths]
+    rounds, min_run_time = (1 if small else 3), 0.5
+    if ctx.dry_run:  # one length, one short measurement: the code path, not the numbers
+        lengths, rounds, min_run_time = lengths[:1], 1, 0.01
+    rows = [{"length": n, **compare_diff_with_mhsa(32, n, 128, 8, ctx.device, rounds=rounds,
+                                                   min_run_time=min_run_time)} for n in lengths]
 
     def ratio(slow: str, fast: str) -> float:  # geometric mean over lengths
         return math.exp(statistics.fmean(math.log(row[slow] / row[fast]) for row in rows))

@@ -100,7 +100,9 @@ class HierarchicalAttentionNetwork(nn.Module):
         words = self.word_dropout(self.embedding(ids[sentence_mask]))  # (N, W, E)
         words = self.word_encoder(words, real_mask.sum(-1))  # (N, W, 2H), zero at padding
         vectors, word_weights = self.word_attention(words, real_mask)  # (N, 2H), (N, heads, W)
-        sentences = words.new_zeros(b, s, words.shape[-1]).masked_scatter(sentence_mask[..., None], vectors)
+        # one dtype for both: under a GPU's autocast the pooled vectors may come out in float32
+        sentences = words.new_zeros(b, s, words.shape[-1]).masked_scatter(
+            sentence_mask[..., None], vectors.to(words.dtype))
         sentences = self.sentence_dropout(sentences)  # (B, S, 2H), zero at padded sentences
         encoded = self.sentence_encoder(sentences, sentence_mask.sum(-1))  # (B, S, 2H)
         if self.level_residual:
@@ -220,6 +222,8 @@ def loop_speed_table(sentences=(4, 16, 64), batch: int = 16, words: int = 20, di
 @experiment("ch06_loop_speed", "article 004's sentence loop vs unbind vs one reshape, ms per call, chapter 6")
 def run_loop_speed(ctx: RunContext) -> dict:
     sizes = LOOP_SPEED_SIZES[ctx.profile.name]
+    if ctx.dry_run:  # the smallest size once: the code path, not the numbers
+        sizes = {"sentences": sizes["sentences"][:1], "min_run_time": 0.001, "rounds": 1}
     rows = loop_speed_table(sizes["sentences"], min_run_time=sizes["min_run_time"], rounds=sizes["rounds"],
                             device=ctx.device)
     largest = [r for r in rows if r["sentences"] == max(sizes["sentences"]) and r["input needs grad"]][0]

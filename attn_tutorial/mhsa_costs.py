@@ -62,8 +62,10 @@ def compare_with_torch(batch: int, length: int, dim: int, heads: int, device=Non
             "same weights, padded batch 32 x T x 128, 8 heads, chapter 3")
 def run_speed(ctx: RunContext) -> dict:
     lengths = (64, 128) if ctx.profile.name == "smoke" else (128, 256, 512, 1024)
-    rows = [{"length": n, **compare_with_torch(32, n, 128, 8, ctx.device,
-                                               rounds=1 if ctx.profile.name == "smoke" else 3)}
+    rounds, min_run_time = (1, 0.5) if ctx.profile.name == "smoke" else (3, 0.5)
+    if ctx.dry_run:  # one length, one short measurement: the code path, not the numbers
+        lengths, rounds, min_run_time = lengths[:1], 1, 0.01
+    rows = [{"length": n, **compare_with_torch(32, n, 128, 8, ctx.device, rounds=rounds, min_run_time=min_run_time)}
             for n in lengths]
     base = "nn.MHA, need_weights=False"
     ratio = lambda name: math.exp(statistics.fmean(  # noqa: E731  (geometric mean over lengths)
@@ -274,11 +276,15 @@ def train_step_table(lengths, batches=(4, 16), vocab: int = 20_000, embed: int =
 def run_memory(ctx: RunContext) -> dict:
     small = ctx.profile.name == "smoke"
     device = "cuda" if ctx.device.type == "cuda" else "cpu"
-    forward = forward_memory_table([256, 512] if small else [256, 512, 1024, 2048], device=device)
+    forward_lengths = [256, 512] if small else [256, 512, 1024, 2048]
+    step_lengths = [128, 256] if small else [128, 256, 512, 1024]
+    if ctx.dry_run:  # the smallest lengths: the measuring code, not the numbers
+        forward_lengths, step_lengths = forward_lengths[:1], step_lengths[:1]
+    forward = forward_memory_table(forward_lengths, device=device)
     largest = forward[forward["length"] == forward["length"].max()]
     metrics = {f"peak_over_formula_{row['kind']}_n{row['length']}": float(row["peak / formula"])
                for _, row in largest.iterrows()}
-    steps = train_step_table([128, 256] if small else [128, 256, 512, 1024], (4, 16),
+    steps = train_step_table(step_lengths, (4, 16),
                              embed=ctx.profile.embed_dim, hidden=ctx.profile.hidden_dim, device=device)
     fits = batch_size_for(steps, 16 * 10**9)
     metrics.update({f"batch_16GB_n{n}": int(b) for n, b in fits["batch that fits"].items()})

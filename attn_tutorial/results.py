@@ -13,6 +13,11 @@ Command line::
     python -m attn_tutorial.results list
     python -m attn_tutorial.results run ch00_bow --profile cpu --seeds 0 1 2
     python -m attn_tutorial.results show ch00_bow
+    python -m attn_tutorial.results dry-run --profile full           # every experiment, 2 steps each
+    python -m attn_tutorial.results estimate --profile full          # how long the real runs take here
+
+A record is merged by seed: running seeds that a record already holds replaces those seeds
+only (with a warning) and keeps the others.
 """
 
 from __future__ import annotations
@@ -28,11 +33,14 @@ import re
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
+from attn_tutorial import runs as _runs
 from attn_tutorial.paths import checkpoint_path, repo_root, results_dir
 from attn_tutorial.profiles import Profile, current_profile, describe_device
 
@@ -57,6 +65,7 @@ class RunContext:
     checkpoint: Path  # where the trained weights live; reused when present
     retrain: bool  # ignore an existing checkpoint
     progress: bool | None  # False hides progress bars; None leaves it to tqdm
+    dry_run: bool = False  # sizes of the profile, two steps per loop (see attn_tutorial.runs)
 
 
 def experiment(name: str, description: str):
@@ -112,8 +121,14 @@ def run_experiment(
     device=None,
     retrain: bool | None = None,
     progress: bool | None = None,
+    dry_run: bool = False,
 ) -> dict:
-    """Run one seed of an experiment and return its full record (nothing is written)."""
+    """Run one seed of an experiment and return its full record (nothing is written).
+
+    ``dry_run`` runs it inside :func:`attn_tutorial.runs.dry_run` (the caller may instead open
+    one itself to choose its precision and read its measurements): the profile's sizes, two
+    optimisation steps per loop, no checkpoint read or written; its metrics mean nothing.
+    """
     import torch
 
     from attn_tutorial.training import get_device, seed_everything
@@ -125,9 +140,20 @@ def run_experiment(
         retrain = os.environ.get("ATTN_RETRAIN", "").lower() in ("1", "true", "yes")
     ckpt = checkpoint_path(name, prof.name, seed)
     seed_everything(seed)
-    ctx = RunContext(prof, seed, device, ckpt, retrain, progress)
+    dry = dry_run or _runs.active() is not None
+    ctx = RunContext(prof, seed, device, ckpt, retrain, progress, dry)
+    device_name = describe_device(device)
+    try:
+        expected = _runs.recorded_epoch_seconds(load_records(name), prof.name, device_name)
+    except RecordError:
+        expected = None
     start = time.perf_counter()
-    out = exp.function(ctx)
+    with _runs.current_run(experiment=name, profile=prof.name, seed=seed, expected_epoch_s=expected):
+        if dry_run and _runs.active() is None:
+            with _runs.dry_run():
+                out = exp.function(ctx)
+        else:
+            out = exp.function(ctx)
     wall = time.perf_counter() - start
     if "metrics" not in out:
         raise ValueError(f"experiment {name!r} returned no 'metrics' entry")
@@ -145,6 +171,7 @@ def run_experiment(
         "epochs_run": out.get("epochs_run"),
         "time_per_epoch_s": out.get("time_per_epoch_s"),
         "reused_checkpoint": out.get("reused_checkpoint", False),
+        **({"dry_run": True} if dry else {}),
         "wall_time_s": round(wall, 2),
         "extra": out.get("extra", {}),
         "versions": {
@@ -189,36 +216,86 @@ def dumps_record(record: dict) -> str:
     return _NUMBER_LIST.sub(lambda m: "[" + ", ".join(x.strip() for x in m.group(1).split(",")) + "]", text) + "\n"
 
 
+class RecordError(ValueError):
+    """A record file that cannot be read (truncated, hand-edited, or not a record)."""
+
+
+def read_record(path: Path) -> dict:
+    """One record file, checked; a malformed one is a :class:`RecordError` naming the file."""
+    path = Path(path)
+    try:
+        record = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise RecordError(f"the record {path} cannot be read ({type(error).__name__}: {error}); "
+                          "restore it with `git checkout -- <file>` or run the experiment again") from error
+    missing = [key for key in ("experiment", "profile", "seeds", "summary", "runs") if not isinstance(record, dict)
+               or key not in record]
+    if missing or not isinstance(record["runs"], list) or not record["runs"]:
+        raise RecordError(f"the record {path} is malformed (missing or empty: {', '.join(missing) or 'runs'}); "
+                          "restore it with `git checkout -- <file>` or run the experiment again")
+    for i, run in enumerate(record["runs"]):
+        if not isinstance(run, dict) or not isinstance(run.get("metrics"), dict) or "seed" not in run:
+            raise RecordError(f"the record {path} is malformed: run {i} has no 'seed' or 'metrics'")
+    return record
+
+
 def write_record(name: str, runs: list[dict], command: str, directory: Path | None = None) -> Path:
     """Write the record of a (multi-seed) run atomically; return its path.
 
+    An existing record of the same experiment and profile is merged by seed: the seeds run now
+    replace theirs (with a warning naming them), every other recorded seed is kept.
     ``directory`` defaults to the book's ``book/results``; notebooks pass their local cache.
     """
     if not runs:
         raise ValueError("write_record needs at least one run")
+    if any(run.get("dry_run") for run in runs):
+        raise ValueError("a dry run's metrics mean nothing: it is never recorded")
+    seeds_now = [r["seed"] for r in runs]
+    if len(set(seeds_now)) != len(seeds_now):
+        raise ValueError(f"write_record got the same seed twice: {seeds_now}")
     path = record_path(name, runs[0]["profile"], directory)
     path.parent.mkdir(parents=True, exist_ok=True)
+    commands = [command]
+    if path.exists():
+        old = read_record(path)
+        replaced = sorted(set(seeds_now) & {r["seed"] for r in old["runs"]})
+        if replaced:
+            warnings.warn(f"{path}: seed(s) {', '.join(map(str, replaced))} run again; the new runs replace "
+                          "the recorded ones, the other seeds are kept", stacklevel=2)
+        kept = [r for r in old["runs"] if r["seed"] not in seeds_now]
+        runs = sorted(kept + list(runs), key=lambda r: r["seed"])
+        if kept:
+            previous = old.get("produced_by")
+            commands = [c for c in (previous if isinstance(previous, list) else [previous]) if c] + [command]
+    devices = list(dict.fromkeys(r["device"] for r in runs))
     record = {
         "experiment": name,
         "description": runs[0]["description"],
         "profile": runs[0]["profile"],
-        "device": runs[0]["device"],
+        "device": " + ".join(devices),
         "seeds": [r["seed"] for r in runs],
         "summary": summarise(runs),
-        "produced_by": command,
+        "produced_by": commands[0] if len(commands) == 1 else list(dict.fromkeys(commands)),
         "runs": runs,
     }
-    tmp = path.with_suffix(".json.tmp")
-    tmp.write_text(dumps_record(record), encoding="utf-8")
-    os.replace(tmp, path)
+    # a unique temporary file in the same folder, then an atomic rename: a crash or a second writer
+    # never leaves half a record under the final name
+    handle, tmp = tempfile.mkstemp(prefix=f".{path.stem}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(handle, "w", encoding="utf-8") as out:
+            out.write(dumps_record(record))
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
     return path
 
 
 def load_records(name: str) -> list[dict]:
-    """All recorded profiles of an experiment (may be empty)."""
+    """All recorded profiles of an experiment (may be empty); a malformed file is a RecordError."""
     folder = results_dir() / name
     order = {"smoke": 0, "cpu": 1, "full": 2}
-    records = [json.loads(p.read_text(encoding="utf-8")) for p in folder.glob("*.json")] if folder.is_dir() else []
+    records = [read_record(p) for p in folder.glob("*.json")] if folder.is_dir() else []
     return sorted(records, key=lambda r: order.get(r["profile"], 9))
 
 
@@ -285,9 +362,55 @@ def provenance(name: str) -> list[str]:
         lines.append(
             f"`{rec['profile']}`: seeds {', '.join(map(str, rec['seeds']))} on {rec['device']}, "
             f"torch {first['versions']['torch']}, commit {first.get('git_commit') or 'unknown'}, "
-            f"{first['created'][:10]}; produced by `{rec['produced_by']}`"
+            f"{first['created'][:10]}; produced by "
+            + ", ".join(f"`{c}`" for c in (rec["produced_by"] if isinstance(rec["produced_by"], list)
+                                           else [rec["produced_by"]]))
         )
     return lines
+
+
+def book_experiments() -> list[str]:
+    """Registered experiments that the notebooks name (what ``make book`` may train, seed 0)."""
+    _load_all_experiments()
+    root = repo_root()
+    if root is None:
+        return sorted(EXPERIMENTS)
+    text = "\n".join(p.read_text(encoding="utf-8") for p in sorted((root / "notebooks").glob("*.md")))
+    return [name for name in EXPERIMENTS if f'"{name}"' in text or f"'{name}'" in text]
+
+
+def dry_run_one(name: str, profile: Profile, precision: str | None = None, seed: int = 0,
+                batch: int | None = None, examples: int | None = None) -> dict:
+    """Dry-run one experiment; return its time, loop measurements and estimated real run time.
+
+    ``batch`` caps the profile's batch size and ``examples`` the data slice (CI uses both to stay
+    within its time budget; every other size stays the profile's). Estimates need neither.
+    """
+    import dataclasses
+
+    import torch
+
+    if batch is not None:
+        profile = dataclasses.replace(profile, batch_size=min(profile.batch_size, batch))
+    threads = torch.get_num_threads()
+    with _runs.dry_run(precision=precision, **({"max_examples": examples} if examples else {})) as state:
+        start = time.perf_counter()
+        run_experiment(name, profile, seed, progress=False, retrain=True)
+        wall = time.perf_counter() - start
+    torch.set_num_threads(threads)  # a timing experiment may have pinned one thread
+    measured = sum(sum(r.seconds) for r in state.loops)
+    return {"experiment": name, "precision": precision or "float32", "seconds": wall,
+            "train_steps": sum(len(r.seconds) for r in state.loops if r.kind == "train"),
+            "planned_train_steps": sum(r.planned * r.repeat for r in state.loops if r.kind == "train"),
+            # the real run: every loop at its full length, plus what the dry run spent outside loops
+            "estimate_s": state.estimate_seconds() + max(wall - measured, 0.0)}
+
+
+def _quiet():
+    import contextlib
+    import io
+
+    return contextlib.redirect_stdout(io.StringIO())
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -300,6 +423,18 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("--seeds", type=int, nargs="+", default=None, help="default: the profile's seeds")
     run.add_argument("--retrain", action="store_true", help="ignore existing checkpoints")
     run.add_argument("--no-progress", action="store_true")
+    run.add_argument("--dry-run", action="store_true", help="two steps per loop at the profile's sizes; nothing recorded")
+    dry = sub.add_parser("dry-run", help="dry-run experiments (default: all) at a profile's sizes")
+    dry.add_argument("names", nargs="*")
+    dry.add_argument("--profile", default="full")
+    dry.add_argument("--batch", type=int, default=None, help="cap the batch size (default: the profile's)")
+    dry.add_argument("--examples", type=int, default=None, help="rows of the data slice (default 256)")
+    dry.add_argument("--precision", choices=("float32", *_runs.PRECISIONS), default=None,
+                     help="autocast to emulate (default: what the profile's GPU would use, bf16, for full)")
+    est = sub.add_parser("estimate", help="time a few steps of each experiment here and print the expected total")
+    est.add_argument("names", nargs="*")
+    est.add_argument("--profile", default=None, help="default: $ATTN_PROFILE or the hardware")
+    est.add_argument("--book", action="store_true", help="only what `make book` runs: the notebooks' experiments, seed 0")
     show = sub.add_parser("show", help="print the recorded results of an experiment")
     show.add_argument("name")
     args = parser.parse_args(argv)
@@ -310,15 +445,62 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{exp.name:20s} {exp.description}  [{exp.module}]")
         return 0
     if args.command == "show":
-        print(records_table(args.name).to_string())
+        try:
+            print(records_table(args.name).to_string())
+        except RecordError as error:
+            print(f"error: {error}", file=sys.stderr)
+            return 2
         return 0
+    if args.command in ("dry-run", "estimate"):
+        prof = current_profile(args.profile)
+        _load_all_experiments()
+        names = args.names or (book_experiments() if getattr(args, "book", False) else sorted(EXPERIMENTS))
+        for name in names:
+            get_experiment(name)  # an unknown name fails before anything runs
+        precision = getattr(args, "precision", None)
+        if precision is None and args.command == "dry-run" and prof.name == "full":
+            precision = "bf16"  # what a current GPU runs (chapter 0's autocast_dtype)
+        precision = None if precision == "float32" else precision
+        seeds = 1 if getattr(args, "book", False) else len(prof.seeds)
+        print(f"{args.command}: {len(names)} experiment(s), profile {prof.name}, device "
+              f"{describe_device()}, autocast {precision or 'as on this device'}", flush=True)
+        total = total_estimate = 0.0
+        failures = []
+        for name in names:
+            try:
+                with _quiet():
+                    row = dry_run_one(name, prof, precision, batch=getattr(args, "batch", None),
+                                      examples=getattr(args, "examples", None))
+            except Exception as error:  # report every failing experiment, not just the first
+                failures.append(name)
+                print(f"  {name:26s} FAILED: {type(error).__name__}: {str(error)[:300]}", flush=True)
+                continue
+            total += row["seconds"]
+            total_estimate += seeds * row["estimate_s"]
+            print(f"  {name:26s} {row['seconds']:6.1f} s dry run"
+                  + (f"   estimate {_runs.fmt_duration(seeds * row['estimate_s'])}"
+                     f" ({seeds} seed{'s' if seeds > 1 else ''})" if args.command == "estimate" else ""),
+                  flush=True)
+        print(f"dry runs: {total:.1f} s in all; {len(failures)} failed" + (f": {', '.join(failures)}" if failures else ""))
+        if args.command == "estimate":
+            print(f"estimated time of the {prof.name} runs on {describe_device()}: about "
+                  f"{_runs.fmt_duration(total_estimate)} (an upper bound: early stopping and finished "
+                  "checkpoints shorten it; preparing full-size data is not included)")
+        if args.command == "dry-run":
+            print("not reachable here (CUDA only): " + "; ".join(path for path, _ in _runs.CUDA_ONLY))
+        return 1 if failures else 0
     prof = current_profile(args.profile)
     seeds = args.seeds if args.seeds is not None else list(prof.seeds)
     runs = []
     for seed in seeds:
-        rec = run_experiment(args.name, prof, seed, retrain=args.retrain, progress=False if args.no_progress else None)
-        print(f"{args.name} [{rec['profile']}, {rec['device']}, seed {seed}]: {rec['metrics']}")
+        rec = run_experiment(args.name, prof, seed, retrain=args.retrain,
+                             progress=False if args.no_progress else None, dry_run=args.dry_run)
+        print(f"{args.name} [{rec['profile']}, {rec['device']}, seed {seed}{', dry run' if args.dry_run else ''}]: "
+              f"{rec['metrics']}")
         runs.append(rec)
+    if args.dry_run:
+        print("dry run: nothing recorded")
+        return 0
     command = f"python -m attn_tutorial.results run {args.name} --profile {prof.name} --seeds {' '.join(map(str, seeds))}"
     path = write_record(args.name, runs, command)
     print(f"recorded {path}")

@@ -22,6 +22,8 @@ from sklearn.metrics import accuracy_score, f1_score
 from torch import nn
 from tqdm.auto import tqdm
 
+from attn_tutorial import runs
+
 
 def get_device(prefer: str | None = None) -> torch.device:
     """``prefer`` or ``$ATTN_DEVICE`` if given, else CUDA > Apple MPS > CPU."""
@@ -47,7 +49,14 @@ def get_device(prefer: str | None = None) -> torch.device:
 
 
 def autocast_dtype(device: torch.device) -> torch.dtype | None:
-    """bfloat16 on GPUs that support it, else float16 on CUDA, else None (float32)."""
+    """bfloat16 on GPUs that support it, else float16 on CUDA, else None (float32).
+    ``$ATTN_AUTOCAST`` = ``bf16``, ``fp16`` or ``off`` overrides the choice."""
+    forced = os.environ.get("ATTN_AUTOCAST", "").strip().lower()
+    if forced:
+        choices = {"bf16": torch.bfloat16, "fp16": torch.float16, "off": None}
+        if forced not in choices:
+            raise ValueError(f"ATTN_AUTOCAST must be one of {sorted(choices)}, got {forced!r}")
+        return choices[forced]
     if device.type != "cuda":
         return None
     return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
@@ -138,9 +147,9 @@ def load_checkpoint(
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"no checkpoint at {path}")
-    payload = torch.load(path, map_location=map_location, weights_only=True)
+    payload = runs.read_checkpoint(path, map_location)  # unreadable or foreign: an error naming it
     if model is not None:
-        model.load_state_dict(payload["model"])
+        runs.load_weights(model, payload["model"], path)
     return payload
 
 
@@ -174,7 +183,7 @@ def evaluate(
     device = device or next(model.parameters()).device
     model.eval()
     total_loss, count, labels_all, preds_all = 0.0, 0, [], []
-    for batch in loader:
+    for batch in runs.loop(loader, "eval"):  # the whole loader (one batch in a dry run)
         batch = move_batch(batch, device)
         labels = batch.pop("labels")
         with autocast(device):
@@ -222,8 +231,9 @@ def fit(
         epochs: maximum number of epochs.
         patience: early-stopping patience on ``val_<monitor>`` (None: train all epochs).
         monitor: "accuracy", "f1" (maximised) or "loss" (minimised).
-        checkpoint: where the best weights are saved; a finished checkpoint there is
-            loaded instead of training, unless ``retrain``.
+        checkpoint: where the best weights are saved; a finished checkpoint there with the
+            same configuration is loaded instead of training, unless ``retrain``; an
+            unfinished run there resumes after its last finished epoch.
         schedule: "constant" learning rate, or "cosine" decay from ``lr`` to 0 over
             ``epochs`` (per step; early stopping may end training before the end).
         progress: False hides the progress bar; None leaves it to tqdm
@@ -241,14 +251,28 @@ def fit(
         raise ValueError(f"monitor must be 'accuracy', 'f1' or 'loss', got {monitor!r}")
     device = device or get_device()
     model.to(device)
-    if checkpoint is not None and Path(checkpoint).is_file() and not retrain:
-        payload = load_checkpoint(checkpoint, model, map_location=device)
-        if payload.get("finished"):
-            shown = Path(checkpoint).parent.name + "/" + Path(checkpoint).name
-            print(
-                f"Loaded the finished checkpoint .../{shown}: no training needed "
-                "(delete it or pass retrain=True to train again)."
-            )
+    epochs_to_run = runs.epochs(epochs)  # a dry run: one short epoch and no checkpoint
+    if runs.active() is not None:
+        checkpoint = None
+    checkpoint = Path(checkpoint) if checkpoint is not None else None
+    config = runs.run_config(
+        model, train_loader, val_loader, epochs=epochs, lr=lr, weight_decay=weight_decay,
+        patience=patience, monitor=monitor, num_classes=num_classes,
+        max_grad_norm=max_grad_norm, schedule=schedule, autocast=str(autocast_dtype(device)),
+    )
+    key = runs.config_key(config)
+    if checkpoint is not None and retrain:
+        runs.drop_resume_state(checkpoint)
+    elif checkpoint is not None and checkpoint.is_file():
+        payload = runs.read_checkpoint(checkpoint, map_location=device)
+        if payload.get("config_key") != key:
+            changed = runs.config_changes(payload.get("config"), config)
+            print(f"The checkpoint {checkpoint} was trained with another configuration "
+                  f"(changed: {', '.join(changed)}): training again.")
+        elif payload.get("finished"):
+            runs.load_weights(model, payload["model"], checkpoint)
+            print(f"Loaded the finished checkpoint .../{checkpoint.parent.name}/{checkpoint.name}: "
+                  "no training needed (delete it or pass retrain=True to train again).")
             return {**payload["history"], "reused_checkpoint": True}
 
     # tqdm's notebook bar ignores TQDM_DISABLE, so read it here (book builds set it).
@@ -269,12 +293,29 @@ def fit(
         patience if patience is not None else epochs,
         mode="min" if monitor == "loss" else "max",
     )
-    history, best_state, best_epoch = [], None, None
-    for epoch in range(1, epochs + 1):
+    history, best_state, best_epoch, first_epoch = [], None, None, 1
+    state = runs.load_resume_state(checkpoint, key, device) if checkpoint is not None else None
+    if state is not None:  # continue an interrupted run after its last finished epoch
+        model.load_state_dict(state["model"])
+        optimizer.load_state_dict(state["optimizer"])
+        scaler.load_state_dict(state["scaler"])
+        if scheduler is not None:
+            scheduler.load_state_dict(state["scheduler"])
+        stopper.best, stopper.bad_epochs = state["stopper"]
+        history, best_state, best_epoch = state["history"], state["best_model"], state["best_epoch"]
+        torch.set_rng_state(state["rng"].cpu())
+        first_epoch = len(history) + 1
+        print(f"Resuming .../{checkpoint.parent.name}/{checkpoint.name} after epoch {len(history)}.")
+    heartbeat = runs.Heartbeat(epochs)
+    for epoch in range(first_epoch, epochs_to_run + 1):
+        if stopper.should_stop:
+            break
         model.train()
+        heartbeat.new_epoch()
         start, running, seen = time.perf_counter(), 0.0, 0
         bar = tqdm(train_loader, desc=f"epoch {epoch}/{epochs}", leave=False, disable=hide_bar)
-        for batch in bar:
+        steps = len(train_loader) if hasattr(train_loader, "__len__") else None
+        for step, batch in enumerate(runs.loop(bar, "train", repeat=epochs), start=1):
             batch = move_batch(batch, device)
             labels = batch.pop("labels")
             with autocast(device):
@@ -296,6 +337,7 @@ def fit(
             running += loss.item() * labels.numel()
             seen += labels.numel()
             bar.set_postfix(loss=f"{running / seen:.4f}")
+            heartbeat.beat(epoch, step, steps)
         train_seconds = time.perf_counter() - start
         val = evaluate(model, val_loader, device, num_classes)
         row = {
@@ -315,14 +357,19 @@ def fit(
         if improved:
             best_epoch = epoch
             best_state = copy.deepcopy(model.state_dict())
-            if checkpoint is not None:
-                save_checkpoint(checkpoint, model, finished=False)
         if stopper.should_stop:
             print(
                 f"early stopping: val {monitor} has not improved "
                 f"for {stopper.bad_epochs} epochs"
             )
-            break
+        if checkpoint is not None:  # everything needed to go on after this epoch
+            runs.save_resume_state(
+                checkpoint, key, model=model.state_dict(), optimizer=optimizer.state_dict(),
+                scaler=scaler.state_dict(), stopper=[stopper.best, stopper.bad_epochs],
+                scheduler=scheduler.state_dict() if scheduler is not None else None,
+                history=history, best_model=best_state, best_epoch=best_epoch,
+                rng=torch.get_rng_state(),
+            )
 
     model.load_state_dict(best_state)
     result = {
@@ -332,7 +379,9 @@ def fit(
         "time_per_epoch_s": sum(r["seconds"] for r in history) / len(history),
     }
     if checkpoint is not None:
-        save_checkpoint(checkpoint, model, finished=True, history=result)
+        save_checkpoint(checkpoint, model, finished=True, history=result,
+                        config=config, config_key=key)
+        runs.drop_resume_state(checkpoint)
     return {**result, "reused_checkpoint": False}
 
 

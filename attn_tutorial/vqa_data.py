@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
+from attn_tutorial import runs
 from attn_tutorial.paths import cache_dir
 from attn_tutorial.text import Vocab, pad_batch, tokenize
 
@@ -84,6 +85,7 @@ def load_easy_vqa(split: str, max_questions: int | None = None, seed: int = 0) -
     read = easy_vqa.get_train_questions if split == "train" else easy_vqa.get_test_questions
     paths = (easy_vqa.get_train_image_paths if split == "train" else easy_vqa.get_test_image_paths)()
     texts, answers, image_ids = read()
+    max_questions = runs.cap(max_questions, len(texts), "easy-VQA questions")  # a dry run's slice
     order = np.arange(len(texts))
     if max_questions is not None and max_questions < len(texts):
         order = np.sort(np.random.default_rng(seed).permutation(len(texts))[:max_questions])
@@ -262,8 +264,8 @@ def relational_split(profile_name: str, part: str, seed: int = 0) -> VQASplit:
     """The ``"train"`` or ``"test"`` split of the profile's size; test scenes have their own seed."""
     if part not in ("train", "test"):
         raise ValueError(f"part must be 'train' or 'test', got {part!r}")
-    return generate_relational(VQA_SIZES[profile_name][f"relational_{part}"],
-                               seed=seed if part == "train" else 1_000_003 + seed)
+    n_images = runs.cap(VQA_SIZES[profile_name][f"relational_{part}"], what="images")  # a dry run's slice
+    return generate_relational(n_images, seed=seed if part == "train" else 1_000_003 + seed)
 
 
 def relational_splits(profile_name: str, seed: int = 0) -> tuple[VQASplit, VQASplit]:

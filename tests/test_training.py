@@ -82,7 +82,9 @@ def test_finished_checkpoint_is_reused_instead_of_training(tmp_path):
     training.seed_everything(123)  # different init: equal weights can only come from the checkpoint
     train, val = toy_batches()
     model_b = Linear()
-    history_b = training.fit(model_b, train, val, epochs=3, device=torch.device("cpu"), checkpoint=path, progress=False)
+    # the same configuration (a different lr would retrain: see test_runs.py)
+    history_b = training.fit(model_b, train, val, epochs=3, lr=0.05, device=torch.device("cpu"), checkpoint=path,
+                             progress=False)
     assert history_b["reused_checkpoint"]
     assert history_b["epochs"] == history_a["epochs"]
     assert torch.equal(model_a.linear.weight, model_b.linear.weight)

@@ -11,6 +11,12 @@ solutions. MathJax is copied from a PyPI package so that pages render offline.
 A notebook that fails or times out makes the build fail (exit 1) whatever Sphinx says: the local
 extension (book/_ext/course_ext.py) writes each notebook's outcome to ``<out>/execution.json``
 and ``report_execution`` names every notebook that did not execute, its error and its log.
+
+Before executing in the ``cpu`` or ``full`` profile the build prints an estimate of the training
+time on this machine (``python -m attn_tutorial.results estimate --book``; skip it with
+``ATTN_NO_ESTIMATE=1``). While notebooks execute, training loops append a heartbeat to
+``_build/progress-<profile>.log`` (see ``attn_tutorial.runs.Heartbeat``) and the build prints it,
+so a long cell is visibly alive and a busy machine is named as such.
 """
 
 from __future__ import annotations
@@ -21,6 +27,7 @@ import os
 import shutil
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -92,8 +99,52 @@ def book_env(profile: str, root: Path = ROOT) -> dict:
     env["TQDM_DISABLE"] = "1"  # progress bars are noise on a static page
     env["HF_DATASETS_DISABLE_PROGRESS_BARS"] = "1"
     env["ATTN_NB_CACHE"] = str(root / "_build" / ".jupyter_cache" / profile)
+    env["ATTN_PROGRESS_FILE"] = str(root / "_build" / f"progress-{profile}.log")  # the kernels' heartbeat
+    env.setdefault("ATTN_HEARTBEAT_S", "60")
     env.setdefault("MPLBACKEND", "module://matplotlib_inline.backend_inline")
     return env
+
+
+def print_estimate(profile: str, env: dict, root: Path) -> None:
+    """Before a long build: how long its training should take here, and how to choose another profile."""
+    if profile == "smoke" or env.get("ATTN_NO_ESTIMATE") or root != ROOT:
+        return
+    print(f"Estimating the training time of the {profile} profile on this machine "
+          "(two timed steps per experiment; ATTN_NO_ESTIMATE=1 skips this)...", flush=True)
+    out = subprocess.run([sys.executable, "-m", "attn_tutorial.results", "estimate", "--book", "--profile", profile],
+                         cwd=root, env=env, capture_output=True, text=True)
+    lines = [line for line in out.stdout.splitlines() if line.startswith("estimated") or "FAILED" in line]
+    print("\n".join(lines) if lines else f"(no estimate: {out.stderr.strip().splitlines()[-1:]})")
+    print("Finished checkpoints and recorded runs are reused, so a rebuild is much shorter. For a quicker "
+          "book: ATTN_PROFILE=smoke make book (seconds per notebook; numbers only prove the code runs)"
+          + (", or ATTN_PROFILE=cpu make book." if profile == "full" else "."), flush=True)
+
+
+class ProgressTail(threading.Thread):
+    """Print the heartbeat lines the notebooks' training loops append to ``path``."""
+
+    def __init__(self, path: Path, every: float = 5.0):
+        super().__init__(daemon=True)
+        self.path, self.every, self.stopped = path, every, threading.Event()
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("")  # this build's lines only
+
+    def run(self) -> None:
+        offset = 0
+        while not self.stopped.wait(self.every):
+            offset = self._print_new(offset)
+        self._print_new(offset)
+
+    def _print_new(self, offset: int) -> int:
+        try:
+            with open(self.path, encoding="utf-8") as handle:
+                handle.seek(offset)
+                text = handle.read()
+        except OSError:
+            return offset
+        for line in text.splitlines():
+            print(f"  training: {line}", flush=True)
+        return offset + len(text.encode("utf-8"))
 
 
 def sphinx_command(root: Path, out: Path, cache: str, student: bool, strict: bool, jobs: str) -> list[str]:
@@ -146,10 +197,17 @@ def build_book(profile: str, out: Path, student: bool, strict: bool, jobs: str =
     write_conf(root)
     env = book_env(profile, root)
     cmd = sphinx_command(root, out, env["ATTN_NB_CACHE"], student, strict, jobs)
+    print_estimate(profile, env, root)
     print(f"Building the book: profile {profile}{', student edition' if student else ''} -> {out}", flush=True)
     (out / EXECUTION_REPORT).unlink(missing_ok=True)  # never read the report of an earlier build
+    tail = ProgressTail(Path(env["ATTN_PROGRESS_FILE"]))
+    tail.start()
     start = time.perf_counter()
-    code = subprocess.call(cmd, cwd=root, env=env)
+    try:
+        code = subprocess.call(cmd, cwd=root, env=env)
+    finally:
+        tail.stopped.set()
+        tail.join()
     seconds = time.perf_counter() - start
     failed = report_execution(out, root)
     if code == 0 and failed is None:
