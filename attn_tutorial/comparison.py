@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import torch
 
+from attn_tutorial import runs
 from attn_tutorial.results import RunContext, experiment
 from attn_tutorial.training import fit, training_summary
 from attn_tutorial.vqa_data import VQA_SIZES, VQADataset, VQASplit, generate_relational, question_vocab, relational_split
@@ -45,6 +46,7 @@ def run_data_budget(ctx: RunContext, budget: str, types: tuple[str, ...] = ("hor
     the same types of the profile's relational test images."""
     n_images, epochs = DATA_BUDGETS[ctx.profile.name][budget]
     training = VQA_TRAINING["smoke" if ctx.profile.name == "smoke" else "cpu"]  # chapter 5's cpu recipe
+    n_images = runs.cap(n_images, what="images")  # a dry run's slice
     train_full = select_types(generate_relational(n_images, seed=0), types)  # the first images of one stream
     test = select_types(relational_split(ctx.profile.name, "test"), types)
     train, val = split_by_image(train_full, 0.1, seed=ctx.seed)
@@ -80,7 +82,6 @@ import copy
 
 from torch import nn
 
-from attn_tutorial import runs
 from attn_tutorial.vqa_data import relational_splits
 
 # epochs of the batch-normalisation check per profile

@@ -278,9 +278,10 @@ def run_memory(ctx: RunContext) -> dict:
     device = "cuda" if ctx.device.type == "cuda" else "cpu"
     forward_lengths = [256, 512] if small else [256, 512, 1024, 2048]
     step_lengths = [128, 256] if small else [128, 256, 512, 1024]
-    if ctx.dry_run:  # the smallest lengths: the measuring code, not the numbers
-        forward_lengths, step_lengths = forward_lengths[:1], step_lengths[:1]
-    forward = forward_memory_table(forward_lengths, device=device)
+    kinds = ATTENTION_KINDS
+    if ctx.dry_run:  # the smallest lengths, two kinds: the measuring code, not the numbers
+        forward_lengths, step_lengths, kinds = forward_lengths[:1], step_lengths[:1], ("explicit", "chunked")
+    forward = forward_memory_table(forward_lengths, kinds, device=device)
     largest = forward[forward["length"] == forward["length"].max()]
     metrics = {f"peak_over_formula_{row['kind']}_n{row['length']}": float(row["peak / formula"])
                for _, row in largest.iterrows()}
