@@ -5,7 +5,7 @@ PY     := $(VENV)/bin/python
 # The environment is rebuilt only when the lock file or the package metadata change.
 STAMP  := $(VENV)/.installed-$(shell cat requirements.lock pyproject.toml | sha1sum | cut -c1-12)
 
-.PHONY: setup book student test export check serve clean release grade check-assignments
+.PHONY: setup book student test export check serve clean release grade check-assignments dry-run estimate gpu-run
 
 setup: $(STAMP)
 
@@ -40,6 +40,18 @@ grade: setup
 ## check-assignments: grade each assignment's solution, blank and wrong answers and check the points
 check-assignments: setup
 	$(PY) tools/classroom.py check
+
+## dry-run: every experiment at a profile's sizes, two optimisation steps each: make dry-run [PROFILE=full]
+dry-run: setup
+	$(PY) -m attn_tutorial.results dry-run --profile $(or $(PROFILE),full)
+
+## estimate: time two steps of every experiment here and print how long the real runs take: make estimate [PROFILE=full]
+estimate: setup
+	$(PY) -m attn_tutorial.results estimate --profile $(or $(PROFILE),full)
+
+## gpu-run: record every full-profile experiment on a GPU, BUDGET seconds per call (default 540); call again to continue
+gpu-run: setup
+	$(PY) tools/gpu_run.py --budget $(or $(BUDGET),540)
 
 ## test: unit tests, nbval on every notebook (smoke), strict book build, headless-browser check
 test: setup

@@ -369,14 +369,27 @@ def provenance(name: str) -> list[str]:
     return lines
 
 
-def book_experiments() -> list[str]:
-    """Registered experiments that the notebooks name (what ``make book`` may train, seed 0)."""
+def book_experiments(profile: str | None = None) -> list[str]:
+    """Registered experiments that executing the notebooks may train (seed 0).
+
+    Those a notebook runs with an unconditional ``run_experiment`` call always; those it only names
+    (read through ``recorded_or_run``, a record table or a call in a branch) only where ``profile``
+    has no record yet.
+    """
     _load_all_experiments()
     root = repo_root()
     if root is None:
         return sorted(EXPERIMENTS)
-    text = "\n".join(p.read_text(encoding="utf-8") for p in sorted((root / "notebooks").glob("*.md")))
-    return [name for name in EXPERIMENTS if f'"{name}"' in text or f"'{name}'" in text]
+    lines = [line for p in sorted((root / "notebooks").glob("*.md")) for line in p.read_text(encoding="utf-8").splitlines()]
+    quoted = lambda name, text: f'"{name}"' in text or f"'{name}'" in text  # noqa: E731
+    chosen = []
+    for name in EXPERIMENTS:
+        # an unindented call runs on every execution; an indented one sits in a branch (e.g. "no record yet")
+        direct = any("run_experiment(" in line and quoted(name, line) and not line[:1].isspace() for line in lines)
+        named = any(quoted(name, line) for line in lines)
+        if direct or (named and not (profile and record_path(name, profile).is_file())):
+            chosen.append(name)
+    return chosen
 
 
 def dry_run_one(name: str, profile: Profile, precision: str | None = None, seed: int = 0,
@@ -434,7 +447,8 @@ def main(argv: list[str] | None = None) -> int:
     est = sub.add_parser("estimate", help="time a few steps of each experiment here and print the expected total")
     est.add_argument("names", nargs="*")
     est.add_argument("--profile", default=None, help="default: $ATTN_PROFILE or the hardware")
-    est.add_argument("--book", action="store_true", help="only what `make book` runs: the notebooks' experiments, seed 0")
+    est.add_argument("--book", action="store_true",
+                     help="only what `make book` may train: the notebooks' experiments without a record, seed 0")
     show = sub.add_parser("show", help="print the recorded results of an experiment")
     show.add_argument("name")
     args = parser.parse_args(argv)
@@ -454,7 +468,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.command in ("dry-run", "estimate"):
         prof = current_profile(args.profile)
         _load_all_experiments()
-        names = args.names or (book_experiments() if getattr(args, "book", False) else sorted(EXPERIMENTS))
+        names = args.names or (book_experiments(prof.name) if getattr(args, "book", False) else sorted(EXPERIMENTS))
         for name in names:
             get_experiment(name)  # an unknown name fails before anything runs
         precision = getattr(args, "precision", None)

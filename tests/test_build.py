@@ -146,3 +146,36 @@ def test_fixed_book_builds_and_exits_zero(builds):
     # passing.md was not executed again: its result (and time) is the first build's
     assert outcomes["notebooks/passing.md"]["executed"] == first[2]["notebooks/passing.md"]["executed"]
     assert logs == {}  # the logs of the failures are gone with them
+
+
+# --- the heartbeat and the estimate around the build ---------------------------------------------
+
+def _build_module():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("course_build", ROOT / "tools" / "build.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_build_prints_the_training_heartbeat(tmp_path, capsys):
+    build = _build_module()
+    env = build.book_env("cpu", tmp_path)
+    assert env["ATTN_PROGRESS_FILE"] == str(tmp_path / "_build" / "progress-cpu.log")
+    assert env["ATTN_HEARTBEAT_S"]
+    tail = build.ProgressTail(Path(env["ATTN_PROGRESS_FILE"]), every=0.05)
+    tail.start()
+    with open(env["ATTN_PROGRESS_FILE"], "a") as out:  # what a notebook's training loop appends
+        out.write("[ch03_mhsa · cpu · seed 0] epoch 2/4, step 120/352, 1 min 35 s into the epoch\n")
+    tail.stopped.set()
+    tail.join()
+    assert "  training: [ch03_mhsa · cpu · seed 0] epoch 2/4, step 120/352" in capsys.readouterr().out
+
+
+def test_no_estimate_for_smoke_or_when_asked_not_to(tmp_path, capsys):
+    build = _build_module()
+    build.print_estimate("smoke", {}, build.ROOT)
+    build.print_estimate("cpu", {"ATTN_NO_ESTIMATE": "1"}, build.ROOT)
+    build.print_estimate("cpu", {}, tmp_path)  # a book elsewhere has no experiments
+    assert capsys.readouterr().out == ""

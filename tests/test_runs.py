@@ -259,3 +259,35 @@ def test_malformed_record_is_an_error_naming_the_file(tmp_path, monkeypatch, cap
     assert "demo/cpu.json" in capsys.readouterr().err
     with pytest.raises(results.RecordError):  # writing over a broken record never discards it silently
         results.write_record("demo", [fake_run(0, 0.5)], "cmd", tmp_path)
+
+
+# --- the prepared GPU run ---------------------------------------------------------------------------
+
+def test_gpu_run_records_seed_by_seed_and_continues_where_it_stopped(tmp_path, monkeypatch, capsys):
+    import importlib.util
+    from pathlib import Path
+
+    spec = importlib.util.spec_from_file_location("gpu_run", Path(__file__).parent.parent / "tools" / "gpu_run.py")
+    gpu_run = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(gpu_run)
+    calls = []
+
+    @results.experiment("zz_fake", "a quick fake experiment")
+    def fake(ctx):
+        calls.append((ctx.seed, ctx.dry_run))
+        return {"metrics": {"accuracy": 0.5 + ctx.seed / 10}}
+
+    try:
+        assert gpu_run.main(["zz_fake", "--seeds", "0", "1", "--budget", "0"]) == 0  # no time: nothing runs
+        assert "call again to continue" in capsys.readouterr().out
+        assert calls == [(0, True)]  # only the dry run
+        assert gpu_run.main(["zz_fake", "--seeds", "0", "1"]) == 0
+        record = results.load_records("zz_fake")[0]
+        assert record["profile"] == "full" and record["seeds"] == [0, 1]
+        calls.clear()
+        assert gpu_run.main(["zz_fake", "--seeds", "0", "1", "2"]) == 0  # seeds 0 and 1 are recorded already
+        assert calls == [(0, True), (2, False)]  # the dry run (seed 0), then seed 2 only
+        assert results.load_records("zz_fake")[0]["seeds"] == [0, 1, 2]
+        assert "| zz_fake |" in gpu_run.summary()
+    finally:
+        results.EXPERIMENTS.pop("zz_fake")

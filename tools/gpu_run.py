@@ -114,8 +114,8 @@ def main(argv: list[str] | None = None) -> int:
         path = results.write_record(name, [record], command)
         expected[name] = max(record["wall_time_s"], 1.0)  # the measured time replaces the estimate
         done += 1
-        print(f"  {name} seed {seed}: {record['metrics']} in {record['wall_time_s']:.0f} s -> {path.relative_to(ROOT)}",
-              flush=True)
+        shown = path.relative_to(ROOT) if path.is_relative_to(ROOT) else path
+        print(f"  {name} seed {seed}: {record['metrics']} in {record['wall_time_s']:.0f} s -> {shown}", flush=True)
     remaining = len(todo) - done
     print(f"gpu_run: {done} recorded, {remaining} left" + (" (call again)" if remaining else "; all done"))
     return 0
