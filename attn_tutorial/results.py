@@ -369,6 +369,22 @@ def provenance(name: str) -> list[str]:
     return lines
 
 
+def recorded_times(profile: str = "full") -> list[dict]:
+    """Per experiment recorded in ``profile``: device, seeds, median seconds per epoch and per seed."""
+    _load_all_experiments()
+    rows = []
+    for name in sorted(EXPERIMENTS):
+        for record in load_records(name):
+            if record["profile"] != profile:
+                continue
+            epochs = [r["time_per_epoch_s"] for r in record["runs"] if r.get("time_per_epoch_s")]
+            walls = [r["wall_time_s"] for r in record["runs"] if r.get("wall_time_s")]
+            rows.append({"experiment": name, "device": record["device"], "seeds": len(record["seeds"]),
+                         "s / epoch (median)": round(statistics.median(epochs), 1) if epochs else None,
+                         "s / seed (median)": round(statistics.median(walls), 1) if walls else None})
+    return rows
+
+
 def book_experiments(profile: str | None = None) -> list[str]:
     """Registered experiments that executing the notebooks may train (seed 0).
 

@@ -49,19 +49,15 @@ def plan(names: list[str] | None, seeds: list[int] | None) -> list[tuple[str, in
 
 
 def summary() -> str:
-    """A markdown table of the recorded ``full`` runs: device, seeds, seconds per epoch and per run."""
-    from attn_tutorial import results
+    """A markdown table of the recorded ``full`` runs: device, seeds, seconds per epoch and per seed."""
+    from attn_tutorial.results import recorded_times
 
-    results._load_all_experiments()
-    lines = ["| experiment | device | seeds | s / epoch (median) | s / run (median) |", "|---|---|---|---|---|"]
-    for name in sorted(results.EXPERIMENTS):
-        for rec in results.load_records(name):
-            if rec["profile"] != PROFILE:
-                continue
-            epochs = sorted(r["time_per_epoch_s"] for r in rec["runs"] if r.get("time_per_epoch_s"))
-            walls = sorted(r["wall_time_s"] for r in rec["runs"] if r.get("wall_time_s"))
-            median = lambda xs: f"{xs[len(xs) // 2]:.1f}" if xs else "–"  # noqa: E731
-            lines.append(f"| {name} | {rec['device']} | {len(rec['seeds'])} | {median(epochs)} | {median(walls)} |")
+    rows = recorded_times(PROFILE)
+    if not rows:
+        return "no full-profile run recorded yet"
+    columns = list(rows[0])
+    lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
+    lines += ["| " + " | ".join("–" if row[c] is None else str(row[c]) for c in columns) + " |" for row in rows]
     return "\n".join(lines)
 
 
