@@ -62,6 +62,7 @@ def write_book(root: Path) -> None:
           - file: notebooks/passing
           - file: notebooks/failing
           - file: notebooks/slow
+          - file: notebooks/training
         """))
     (root / "index.md").write_text("# Tiny book\n")
     nb = root / "notebooks"
@@ -69,6 +70,42 @@ def write_book(root: Path) -> None:
     (nb / "passing.md").write_text(notebook("Passing", "print(1 + 1)"))
     (nb / "failing.md").write_text(notebook("Failing", "x = 1", "raise ValueError(f'bad value {x}')"))
     (nb / "slow.md").write_text(notebook("Slow", "x = 1", "import time\ntime.sleep(60)", "print(x)", extra=SLOW_META))
+    (nb / "training.md").write_text(training_notebook(root, stall_in_epoch=2))
+
+
+TRAINING_SETUP = """\
+import os, time
+import torch
+from torch import nn
+from attn_tutorial.training import fit
+
+os.environ["ATTN_HEARTBEAT_S"] = "0"  # a heartbeat line per step: the build must print them
+
+class Stalling(nn.Module):
+    \"\"\"A linear classifier whose training stalls (as on a busy machine) from epoch `stall_in_epoch`.\"\"\"
+    def __init__(self, stall_in_epoch):
+        super().__init__()
+        self.linear, self.calls, self.stall_from = nn.Linear(4, 2), 0, 3 * (stall_in_epoch - 1)
+    def forward(self, features):
+        if self.training:
+            self.calls += 1
+            if self.calls > self.stall_from:
+                time.sleep(60)
+        return self.linear(features)
+
+g = torch.Generator().manual_seed(0)
+x = torch.randn(256, 4, generator=g)
+batches = [{"features": x[i:i + 64], "labels": (x[i:i + 64].sum(1) > 0).long()} for i in range(0, 256, 64)]
+"""
+
+
+def training_notebook(root: Path, stall_in_epoch: int) -> str:
+    """A training run with a checkpoint: 3 steps per epoch, stalled (cut off by the 3 s cell limit)
+    from ``stall_in_epoch``; a later build with no stall must resume after the last finished epoch."""
+    run = (f"history = fit(Stalling({stall_in_epoch}), batches[:3], batches[3:], epochs=3, lr=0.1, "
+           f"device=torch.device('cpu'), checkpoint={str(root / 'ckpt' / 'run.pt')!r}, progress=False)\n"
+           "print('epochs run:', [row['epoch'] for row in history['epochs']])")
+    return notebook("Training", TRAINING_SETUP, run, extra=SLOW_META)
 
 
 def build(root: Path) -> tuple[int, str, dict, dict]:
@@ -92,6 +129,7 @@ def builds(tmp_path_factory):
     second = build(root)
     (root / "notebooks" / "failing.md").write_text(notebook("Failing, fixed", "x = 1", "print(x)"))
     (root / "notebooks" / "slow.md").write_text(notebook("Slow, fixed", "print(1)", extra=SLOW_META))
+    (root / "notebooks" / "training.md").write_text(training_notebook(root, stall_in_epoch=10))  # no stall
     third = build(root)
     return root, first, second, third
 
@@ -142,7 +180,8 @@ def test_fixed_book_builds_and_exits_zero(builds):
     assert code == 0, output[-3000:]
     assert "did not execute" not in output and "Built in" in output
     assert {n: o["status"] for n, o in outcomes.items()} == {
-        "notebooks/passing.md": "ok", "notebooks/failing.md": "ok", "notebooks/slow.md": "ok"}
+        "notebooks/passing.md": "ok", "notebooks/failing.md": "ok", "notebooks/slow.md": "ok",
+        "notebooks/training.md": "ok"}
     # passing.md was not executed again: its result (and time) is the first build's
     assert outcomes["notebooks/passing.md"]["executed"] == first[2]["notebooks/passing.md"]["executed"]
     assert logs == {}  # the logs of the failures are gone with them
@@ -179,3 +218,16 @@ def test_no_estimate_for_smoke_or_when_asked_not_to(tmp_path, capsys):
     build.print_estimate("cpu", {"ATTN_NO_ESTIMATE": "1"}, build.ROOT)
     build.print_estimate("cpu", {}, tmp_path)  # a book elsewhere has no experiments
     assert capsys.readouterr().out == ""
+
+
+def test_training_cut_off_by_the_cell_limit_resumes_in_the_next_build(builds):
+    root, (code, output, outcomes, _), _, (_, fixed_output, _, _) = builds
+    assert outcomes["notebooks/training.md"]["status"] == "timed out"
+    # the heartbeat of the kernel's training loop reached the build's output
+    assert "training: [training] epoch 1/3, step 1/3" in output, output[-3000:]
+    executed = json.loads((root / "_build" / "jupyter_execute" / "notebooks" / "training.ipynb").read_text())
+    printed = "".join("".join(o.get("text", "")) for c in executed["cells"] for o in c.get("outputs", []))
+    # build 1 finished epoch 1 and stalled; build 2 (a failed notebook runs again) resumed after
+    # epoch 1, finished epoch 2 and stalled again; build 3 resumed after epoch 2: never from the start
+    assert "Resuming .../ckpt/run.pt after epoch 2." in printed, printed
+    assert "epochs run: [1, 2, 3]" in printed
