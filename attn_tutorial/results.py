@@ -492,6 +492,10 @@ def main(argv: list[str] | None = None) -> int:
             precision = "bf16"  # what a current GPU runs (chapter 0's autocast_dtype)
         precision = None if precision == "float32" else precision
         seeds = 1 if getattr(args, "book", False) else len(prof.seeds)
+        reusable = []
+        if getattr(args, "book", False):  # a rebuild reuses finished checkpoints (if their configuration holds)
+            reusable = [n for n in names if checkpoint_path(n, prof.name, 0).is_file()]
+            names = [n for n in names if n not in reusable]
         print(f"{args.command}: {len(names)} experiment(s), profile {prof.name}, device "
               f"{describe_device()}, autocast {precision or 'as on this device'}", flush=True)
         total = total_estimate = 0.0
@@ -512,6 +516,8 @@ def main(argv: list[str] | None = None) -> int:
                      f" ({seeds} seed{'s' if seeds > 1 else ''})" if args.command == "estimate" else ""),
                   flush=True)
         print(f"dry runs: {total:.1f} s in all; {len(failures)} failed" + (f": {', '.join(failures)}" if failures else ""))
+        if reusable:
+            print(f"not counted, a checkpoint exists (reused if its configuration is unchanged): {', '.join(reusable)}")
         if args.command == "estimate":
             print(f"estimated time of the {prof.name} runs on {describe_device()}: about "
                   f"{_runs.fmt_duration(total_estimate)} (an upper bound: early stopping and finished "

@@ -113,7 +113,8 @@ def print_estimate(profile: str, env: dict, root: Path) -> None:
           "(two timed steps per experiment; ATTN_NO_ESTIMATE=1 skips this)...", flush=True)
     out = subprocess.run([sys.executable, "-m", "attn_tutorial.results", "estimate", "--book", "--profile", profile],
                          cwd=root, env=env, capture_output=True, text=True)
-    lines = [line for line in out.stdout.splitlines() if line.startswith("estimated") or "FAILED" in line]
+    lines = [line for line in out.stdout.splitlines()
+             if line.startswith(("estimated", "not counted")) or "FAILED" in line]
     print("\n".join(lines) if lines else f"(no estimate: {out.stderr.strip().splitlines()[-1:]})")
     print("Finished checkpoints and recorded runs are reused, so a rebuild is much shorter. For a quicker "
           "book: ATTN_PROFILE=smoke make book (seconds per notebook; numbers only prove the code runs)"
