@@ -389,7 +389,11 @@ class Heartbeat:
 
     def __init__(self, epochs: int):
         self.path = os.environ.get("ATTN_PROGRESS_FILE") or None
-        self.every = float(os.environ.get("ATTN_HEARTBEAT_S", "60") or 60)
+        try:
+            self.every = float(os.environ.get("ATTN_HEARTBEAT_S", "60") or 60)
+        except ValueError:
+            raise ValueError(f"ATTN_HEARTBEAT_S must be a number of seconds, got "
+                             f"{os.environ['ATTN_HEARTBEAT_S']!r}") from None
         self.epochs = epochs
         self.info = _CURRENT.get() or {}
         self.start = self.last = time.perf_counter()
