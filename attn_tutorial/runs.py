@@ -86,7 +86,6 @@ class DryRun:
     precision: str | None = None  # "bf16" or "fp16": emulate a GPU's autocast on the CPU
     scale: float = 1.0  # full size / sliced size of the last data slice
     loops: list[LoopRecord] = field(default_factory=list)
-    slices: list[tuple[str, int, int]] = field(default_factory=list)  # (what, full, used)
 
     def estimate_seconds(self) -> float:
         return sum(record.estimate_seconds() for record in self.loops)
@@ -165,10 +164,9 @@ def cap(n: int | None, available: int | None = None, what: str = "examples") -> 
         return n
     full = available if n is None else (n if available is None else min(n, available))
     if full is None:
-        raise ValueError("cap(None) needs the available size during a dry run")
+        raise ValueError(f"cap(None) needs the available number of {what} during a dry run")
     used = min(full, state.max_examples)
     state.scale = max(state.scale, full / max(used, 1))  # the training split is the largest slice
-    state.slices.append((what, full, used))
     return used
 
 
@@ -366,7 +364,10 @@ def current_run(**info):
         _CURRENT.reset(token)
 
 
-def _duration(seconds: float) -> str:
+def fmt_duration(seconds: float) -> str:
+    """``95`` -> ``'1 min 35 s'``; ``'unknown'`` for a non-finite number."""
+    if not math.isfinite(seconds):
+        return "unknown"
     seconds = max(0, int(round(seconds)))
     if seconds < 60:
         return f"{seconds} s"
@@ -418,15 +419,15 @@ class Heartbeat:
         if steps:
             line += f"/{steps}"
             pace = elapsed / step * steps  # this epoch's projected length
-            line += f", {_duration(elapsed)} into the epoch, about {_duration(pace - elapsed)} left in it"
+            line += f", {fmt_duration(elapsed)} into the epoch, about {fmt_duration(pace - elapsed)} left in it"
         else:
-            line += f", {_duration(elapsed)} into the epoch"
+            line += f", {fmt_duration(elapsed)} into the epoch"
         expected = self.info.get("expected_epoch_s")
         if pace is not None and expected:
             ratio = pace / expected
-            line += f" (recorded: {_duration(expected)} per epoch on this device"
+            line += f" (recorded: {fmt_duration(expected)} per epoch on this device"
             line += f"; {ratio:.1f}x slower: the machine is busy or slower)" if ratio >= self.SLOW else ")"
-        line += f"; {_duration(now - self.start)} in this run"
+        line += f"; {fmt_duration(now - self.start)} in this run"
         with open(self.path, "a", encoding="utf-8") as out:
             out.write(line + "\n")
 
@@ -436,8 +437,3 @@ def recorded_epoch_seconds(records: list[dict], profile: str, device: str) -> fl
     times = [run["time_per_epoch_s"] for record in records if record.get("profile") == profile
              for run in record.get("runs", []) if run.get("device") == device and run.get("time_per_epoch_s")]
     return statistics.median(times) if times else None
-
-
-def fmt_duration(seconds: float) -> str:
-    """``95`` -> ``'1 min 35 s'``."""
-    return _duration(seconds) if math.isfinite(seconds) else "unknown"
