@@ -14,8 +14,9 @@ import torch.nn.functional as F
 from torch import nn
 
 from attn_tutorial.attention import masked_softmax
+from attn_tutorial.rnn import masked_mean
 from attn_tutorial.text import check_mask, check_width
-from attn_tutorial.vqa_models import GridEncoder, QuestionEncoder, question_regions
+from attn_tutorial.vqa_models import QuestionEncoder, image_encoder, question_regions
 
 
 class ArticleBilinearAttention(nn.Module):
@@ -153,7 +154,8 @@ def keep_count(length: int, sparsity: float) -> int:
 
 
 class SparseBilinearAttention(nn.Module):
-    """Top-k bilinear attention, corrected: ``k = max(1, ceil(S (1 - sparsity)))``, one key
+    """Top-k bilinear attention, corrected: each row keeps ``k = max(1, ceil(S_real (1 - sparsity)))``
+    of its ``S_real`` real keys (so the padding of a batch never changes a row's result), one key
     projection for scores and context alike, the same return as the dense version. Scores all
     ``S`` keys (as the article does), then softmax over the ``k`` best only, and sums just those
     ``k`` keys (gathered, not a dense matrix with zeros). Query ``(B, Dq)``, keys ``(B, S, Dk)``,
@@ -170,9 +172,11 @@ class SparseBilinearAttention(nn.Module):
         scores = self.attention.scores(query, keys)  # (B, S): every key is still scored
         if mask is not None:
             scores = scores.masked_fill(~mask, float("-inf"))
-        k = keep_count(keys.shape[1], self.sparsity)
-        top, index = scores.topk(k, dim=-1)  # (B, k)
-        kept = torch.isfinite(top)  # fewer than k real keys: drop the padded ones
+        real = keys.new_full((len(keys),), keys.shape[1], dtype=torch.long) if mask is None else mask.sum(-1)  # (B,)
+        k = torch.tensor([keep_count(max(int(n), 1), self.sparsity) for n in real], device=keys.device)  # (B,)
+        top, index = scores.topk(int(k.max()), dim=-1)  # (B, k_max)
+        # Each row keeps its own k, counted from its real keys: the padding never changes the answer.
+        kept = torch.isfinite(top) & (torch.arange(top.shape[1], device=keys.device) < k.unsqueeze(1))
         top_weights = masked_softmax(top.masked_fill(~kept, 0.0), kept)  # (B, k)
         chosen = keys.gather(1, index.unsqueeze(-1).expand(-1, -1, keys.shape[-1]))  # (B, k, Dk)
         context = (top_weights.unsqueeze(1) @ chosen).squeeze(1)  # (B, Dk): k keys summed, not S
@@ -356,7 +360,7 @@ class BilinearAttentionNetwork(nn.Module):
         for g, (features, project) in enumerate(zip(self.features, self.project)):
             joint = features(regions, words, maps[:, g])  # (B, rank)
             words = words + project(joint).unsqueeze(1) * real  # (B, L, D): residual to every real word
-        return (words * real).sum(1) / real.sum(1), maps  # (B, D), (B, G, R, L)
+        return masked_mean(words, word_mask), maps  # (B, D), (B, G, R, L); a question without words: an error
 
 
 class BANVQA(nn.Module):
@@ -364,9 +368,11 @@ class BANVQA(nn.Module):
     lengths (B,), mask (B, L), image_of_question (B,) or None) -> {"logits": (B, A),
     "maps": (B, G, R, L)}``."""
 
-    def __init__(self, vocab_size: int, num_answers: int, dim: int = 64, pad_id: int = 0, glimpses: int = 2):
+    def __init__(self, vocab_size: int, num_answers: int, dim: int = 64, pad_id: int = 0, glimpses: int = 2,
+                 feature_dim: int | None = None):
         super().__init__()
-        self.image, self.question = GridEncoder(dim), QuestionEncoder(vocab_size, dim, pad_id=pad_id)
+        self.image = image_encoder(dim, feature_dim)
+        self.question = QuestionEncoder(vocab_size, dim, pad_id=pad_id)
         self.ban = BilinearAttentionNetwork(dim, dim, glimpses)
         self.classify = nn.Sequential(nn.Linear(dim, 2 * dim), nn.ReLU(), nn.Linear(2 * dim, num_answers))
 

@@ -13,7 +13,7 @@ from torch import nn
 from attn_tutorial.attention import AdditiveScore, masked_softmax
 from attn_tutorial.rnn import BiLSTMEncoder
 from attn_tutorial.text import check_mask, check_width
-from attn_tutorial.vqa_models import GridEncoder, QuestionEncoder, question_regions
+from attn_tutorial.vqa_models import QuestionEncoder, image_encoder, question_regions
 
 
 def _check_pair(regions: torch.Tensor, words: torch.Tensor, word_mask: torch.Tensor | None,
@@ -125,9 +125,10 @@ class CoAttentionVQA(nn.Module):
     "word_weights": (B, L)}``."""
 
     def __init__(self, vocab_size: int, num_answers: int, dim: int = 64, pad_id: int = 0,
-                 co_attention: str = "parallel"):
+                 co_attention: str = "parallel", feature_dim: int | None = None):
         super().__init__()
-        self.image, self.question = GridEncoder(dim), QuestionEncoder(vocab_size, dim, pad_id=pad_id)
+        self.image = image_encoder(dim, feature_dim)
+        self.question = QuestionEncoder(vocab_size, dim, pad_id=pad_id)
         self.co_attention = _co_attention(co_attention, dim)
         self.fuse = nn.Linear(dim, dim)
         self.classify = nn.Sequential(nn.Linear(dim, 2 * dim), nn.ReLU(), nn.Linear(2 * dim, num_answers))
@@ -149,9 +150,9 @@ class HierarchicalCoAttentionVQA(nn.Module):
     LEVELS = ("word", "phrase", "question")
 
     def __init__(self, vocab_size: int, num_answers: int, dim: int = 64, pad_id: int = 0,
-                 co_attention: str = "parallel"):
+                 co_attention: str = "parallel", feature_dim: int | None = None):
         super().__init__()
-        self.image = GridEncoder(dim)
+        self.image = image_encoder(dim, feature_dim)
         self.embedding = nn.Embedding(vocab_size, dim, padding_idx=pad_id)
         self.phrases = PhraseFeatures(dim)
         self.sentence = BiLSTMEncoder(dim, dim // 2)

@@ -37,6 +37,7 @@ class VQASplit:
     relational: torch.Tensor
     answer_names: list[str]
     scenes: dict = field(default_factory=dict)
+    features: torch.Tensor | None = None  # cached region vectors (N_images, R, F), chapter 5 section 7
 
     def __post_init__(self):
         if self.images.dtype != torch.uint8 or self.images.dim() != 4 or self.images.shape[1] != 3:
@@ -51,6 +52,8 @@ class VQASplit:
             raise ValueError(f"image_index must lie in [0, {len(self.images)})")
         if n and (int(self.answers.min()) < 0 or int(self.answers.max()) >= len(self.answer_names)):
             raise ValueError(f"answers must lie in [0, {len(self.answer_names)})")
+        if self.features is not None and (self.features.dim() != 3 or len(self.features) != len(self.images)):
+            raise ValueError(f"features must be (N_images={len(self.images)}, R, F), got {tuple(self.features.shape)}")
 
     def __len__(self) -> int:
         return len(self.questions)
@@ -326,7 +329,10 @@ class VQADataset(torch.utils.data.Dataset):
         rows = torch.tensor(indices)
         ids, lengths, mask = pad_batch([self.ids[i] for i in indices], self.pad_id)
         unique, image_of_question = torch.unique(self.split.image_index[rows], return_inverse=True)
-        images = self.split.images[unique].float() / 255  # (U, 3, H, W)
+        if self.split.features is not None:  # cached region vectors instead of pixels
+            images = self.split.features[unique].float()  # (U, R, F)
+        else:
+            images = self.split.images[unique].float() / 255  # (U, 3, H, W)
         return {"images": images, "image_of_question": image_of_question, "ids": ids, "lengths": lengths,
                 "mask": mask, "labels": self.split.answers[rows]}
 

@@ -11,6 +11,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from attn_tutorial.attention import AdditiveScore, attend
+from attn_tutorial.features import RegionProjection
 from attn_tutorial.rnn import BiLSTMEncoder, masked_mean
 from attn_tutorial.text import check_mask, check_width
 
@@ -38,6 +39,13 @@ class GridEncoder(nn.Module):
         coords = torch.stack([xs, ys]).expand(b, 2, h, w).to(grid.dtype)  # (B, 2, h, w)
         regions = self.project(torch.cat([grid, coords], dim=1))  # (B, dim, h, w)
         return regions.flatten(2).transpose(1, 2)  # (B, h * w, dim)
+
+
+def image_encoder(dim: int, feature_dim: int | None = None) -> nn.Module:
+    """The image side of every VQA model: the CNN above, trained end to end from pixels, when
+    ``feature_dim`` is None; else a projection of cached, frozen region vectors of that width
+    (section 7: ``images`` is then ``(U, R, feature_dim)``)."""
+    return GridEncoder(dim) if feature_dim is None else RegionProjection(feature_dim, dim)
 
 
 class QuestionEncoder(nn.Module):
@@ -76,9 +84,11 @@ class NoAttentionVQA(nn.Module):
     ``forward(images (U, 3, H, W), ids (B, L), lengths (B,), mask (B, L), image_of_question (B,) or
     None) -> logits (B, num_answers)``."""
 
-    def __init__(self, vocab_size: int, num_answers: int, dim: int = 64, pad_id: int = 0):
+    def __init__(self, vocab_size: int, num_answers: int, dim: int = 64, pad_id: int = 0,
+                 feature_dim: int | None = None):
         super().__init__()
-        self.image, self.question = GridEncoder(dim), QuestionEncoder(vocab_size, dim, pad_id=pad_id)
+        self.image = image_encoder(dim, feature_dim)
+        self.question = QuestionEncoder(vocab_size, dim, pad_id=pad_id)
         self.classify = nn.Sequential(nn.Linear(dim, 2 * dim), nn.ReLU(), nn.Linear(2 * dim, num_answers))
 
     def forward(self, images, ids, lengths, mask, image_of_question=None):
@@ -162,9 +172,11 @@ class StackedAttentionVQA(nn.Module):
     ``forward(images (U, 3, H, W), ids (B, L), lengths (B,), mask (B, L), image_of_question (B,) or
     None) -> {"logits": (B, A), "weights": (B, hops, R)}``."""
 
-    def __init__(self, vocab_size: int, num_answers: int, dim: int = 64, hops: int = 2, pad_id: int = 0):
+    def __init__(self, vocab_size: int, num_answers: int, dim: int = 64, hops: int = 2, pad_id: int = 0,
+                 feature_dim: int | None = None):
         super().__init__()
-        self.image, self.question = GridEncoder(dim), QuestionEncoder(vocab_size, dim, pad_id=pad_id)
+        self.image = image_encoder(dim, feature_dim)
+        self.question = QuestionEncoder(vocab_size, dim, pad_id=pad_id)
         self.san = StackedAttention(dim, hops)
         self.classify = nn.Sequential(nn.Linear(dim, 2 * dim), nn.ReLU(), nn.Linear(2 * dim, num_answers))
 
@@ -176,6 +188,7 @@ class StackedAttentionVQA(nn.Module):
 
 
 import collections
+import dataclasses
 
 from attn_tutorial.results import RunContext, experiment
 from attn_tutorial.training import fit, training_summary
@@ -208,7 +221,8 @@ def split_by_image(split: VQASplit, val_fraction: float, seed: int) -> tuple[VQA
             images=split.images[images.sort().values], questions=[split.questions[q] for q in keep],
             image_index=new_row[split.image_index[keep]], answers=split.answers[keep],
             question_types=[split.question_types[q] for q in keep], relational=split.relational[keep],
-            answer_names=split.answer_names))
+            answer_names=split.answer_names,
+            features=None if split.features is None else split.features[images.sort().values]))
     return parts[0], parts[1]
 
 
@@ -239,15 +253,28 @@ VQA_MODELS = {"none": NoAttentionVQA, "san": StackedAttentionVQA}
 
 
 def _run_vqa(ctx: RunContext, dataset: str, kind: str) -> dict:
+    """Train ``VQA_MODELS[kind]`` on ``dataset``: "relational" or "easy" from pixels, or
+    "features": the relational set read through the frozen pretrained encoder of section 7."""
     sizes, training = VQA_SIZES[ctx.profile.name], VQA_TRAINING[ctx.profile.name]
-    if dataset == "relational":
+    extra, options = {}, {}
+    if dataset in ("relational", "features"):
         train_full, test = relational_splits(ctx.profile.name)  # the data does not change with the seed
     else:
         train_full = load_easy_vqa("train", sizes["easy_train"])
         test = load_easy_vqa("test", sizes["easy_test"])
+    if dataset == "features":
+        from attn_tutorial.features import FEATURE_TRAINING, attention_mass, cached_features
+
+        training = {**training, **FEATURE_TRAINING[ctx.profile.name]}
+        cached = cached_features(train_full, test, ctx.profile.name, seed=ctx.seed, device=ctx.device)
+        train_full = dataclasses.replace(train_full, features=cached["train"])
+        test = dataclasses.replace(test, features=cached["test"])
+        options["feature_dim"] = cached["train"].shape[-1]
+        extra["pretraining"] = cached["pretraining"]
     train, val = split_by_image(train_full, 0.1, seed=ctx.seed)
     vocab = question_vocab(train)
-    model = VQA_MODELS[kind](len(vocab), len(train.answer_names), dim=training["dim"], pad_id=vocab.pad_id)
+    model = VQA_MODELS[kind](len(vocab), len(train.answer_names), dim=training["dim"], pad_id=vocab.pad_id,
+                             **options)
     generator = torch.Generator().manual_seed(ctx.seed)
     history = fit(model, VQADataset(train, vocab).loader(None, True, generator, training["images_per_batch"]),
                   VQADataset(val, vocab).loader(256, False), epochs=training["epochs"], lr=training["lr"],
@@ -255,8 +282,10 @@ def _run_vqa(ctx: RunContext, dataset: str, kind: str) -> dict:
                   checkpoint=ctx.checkpoint,
                   retrain=ctx.retrain, num_classes=len(train.answer_names), progress=ctx.progress)
     scores = accuracy_by_type(model, test, vocab, device=ctx.device)
+    if dataset == "features":
+        scores.update(attention_mass(model, test, vocab) or {})  # share of the first step on the named object
     summary = training_summary(model, history, {"accuracy": scores["accuracy"], "f1": float("nan")},
-                               dataset=dataset, attention=kind,
+                               dataset=dataset, attention=kind, **extra,
                                hop_maps=hop_maps(model, test, vocab) if kind != "none" else [])
     summary["metrics"] = scores  # accuracy by type instead of F1 over 12-13 answers
     return summary
@@ -321,3 +350,9 @@ def recorded_or_run(name: str, profile) -> tuple[dict, str]:
     if profile.name in recorded:
         return recorded[profile.name]["runs"][0], f"recorded {profile.name} run"
     return run_experiment(name, profile, seed=0), f"{profile.name} run in this notebook"
+
+
+for _kind, _label in (("none", "no attention (mean of the regions, element-wise product)"),
+                      ("san", "stacked attention, 2 hops")):
+    experiment(f"ch05_{_kind}_features", f"relational set on frozen pretrained region features, {_label}, "
+               "chapter 5")(lambda ctx, k=_kind: _run_vqa(ctx, "features", k))

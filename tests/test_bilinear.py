@@ -70,7 +70,7 @@ def test_multi_head_and_sparse_variants_work():
     context, weights = MultiHeadBilinearAttention(8, 8, 8, num_heads=2)(query, keys, mask)
     assert context.shape == (3, 8) and weights.shape == (3, 2, 10) and (weights[~mask[:, None].expand(-1, 2, -1)] == 0).all()
     dense = LowRankBilinearAttention(8, 8, 4)
-    for sparsity, kept in ((0.0, [10, 6, 2]), (0.5, [5, 5, 2]), (0.95, [1, 1, 1])):
+    for sparsity, kept in ((0.0, [10, 6, 2]), (0.5, [5, 3, 1]), (0.95, [1, 1, 1])):  # k of each row's real keys
         sparse = SparseBilinearAttention(8, 8, 4, sparsity)
         sparse.attention.load_state_dict(dense.state_dict())
         context, weights = sparse(query, keys, mask)
@@ -173,3 +173,29 @@ def test_topk_timing_times_every_method_with_and_without_scoring():
     assert [r["k"] for r in rows] == [32, 8, 8, 4]
     assert all(r["pool µs"] > 0 and r["score + pool µs"] > 0 for r in rows)
     assert rows[0]["pool / dense"] == rows[0]["score + pool / dense"] == 1.0
+
+
+def test_sparse_bilinear_attention_does_not_depend_on_padding():
+    """A row's top-k counts its real keys: padding the batch to a longer length changes nothing."""
+    torch.manual_seed(0)
+    sparse = SparseBilinearAttention(8, 8, 16, sparsity=0.5)
+    query, keys = torch.randn(1, 8), torch.randn(1, 6, 8)
+    assert sparse.attention.scores(query, keys).unique().numel() == 6  # no ties: the top 3 are one set
+    alone = sparse(query, keys)
+    padded_keys = torch.cat([keys, torch.randn(1, 14, 8)], 1)  # (1, 20, 8): 14 padded keys
+    mask = torch.arange(20)[None] < 6
+    context, weights = sparse(query, padded_keys, mask)
+    torch.testing.assert_close(context, alone[0])
+    torch.testing.assert_close(weights[:, :6], alone[1])
+    assert (weights > 0).sum().item() == 3  # ceil(6 * 0.5), not ceil(20 * 0.5) = 10
+
+
+def test_ban_question_without_real_words_is_a_clear_error_not_nan():
+    torch.manual_seed(0)
+    ban = BilinearAttentionNetwork(6, rank=3, glimpses=2)
+    regions, words = torch.randn(2, 5, 6), torch.randn(2, 4, 6)
+    word_mask = torch.tensor([[True, True, False, False], [False] * 4])
+    with pytest.raises(ValueError, match="no real tokens"):
+        ban(regions, words, word_mask)
+    fused, _ = ban(regions[:1], words[:1], word_mask[:1])
+    assert torch.isfinite(fused).all()
