@@ -181,7 +181,8 @@ def read_feature_cache(path, key: dict) -> dict | None:
         cached = torch.load(path, weights_only=True)
         meta, train, test = cached["key"], cached["train"], cached["test"]
     except Exception as error:
-        raise FeatureCacheError(f"feature cache {path} cannot be read ({type(error).__name__}: {error}): it "
+        reason = (str(error).strip().splitlines() or [""])[0][:120]  # torch's messages run to many lines
+        raise FeatureCacheError(f"feature cache {path} cannot be read ({type(error).__name__}: {reason}): it "
                                 "is truncated or not a feature cache of this course: delete it and run "
                                 "again to recompute it") from error
     if meta != key or train.dim() != 3 or test.dim() != 3:
@@ -258,7 +259,8 @@ def first_region_map(out: dict) -> torch.Tensor | None:
 @torch.no_grad()
 def attention_mass(model: nn.Module, split: VQASplit, vocab, batch_size: int = 256) -> dict | None:
     """Mean weight of the model's first attention step on the cell holding the named object,
-    over ``split``'s questions, overall and per question type; None for a model without attention
+    over ``split``'s questions: overall, on the non-relational questions (where that object is the
+    one to look at) and per question type; None for a model without attention
     over regions. Uniform weights over ``R`` cells score ``1 / R``."""
     from attn_tutorial.vqa_data import VQADataset
 
@@ -274,6 +276,6 @@ def attention_mass(model: nn.Module, split: VQASplit, vocab, batch_size: int = 2
         masses.append(weights.float().cpu())
     mass = torch.cat(masses).gather(1, cells.unsqueeze(1)).squeeze(1)  # (Q,)
     types = sorted(set(split.question_types))
-    return {"mass": mass.mean().item(),
+    return {"mass": mass.mean().item(), "mass_non_relational": mass[~split.relational].mean().item(),
             **{f"mass_{t}": mass[[q for q, s in enumerate(split.question_types) if s == t]].mean().item()
                for t in types}}
