@@ -391,3 +391,5 @@ VQA_MODELS["ban"] = BANVQA
 for _dataset in ("relational", "easy"):
     experiment(f"ch08_ban_{_dataset}", f"{'relational set' if _dataset == 'relational' else 'easy-VQA'}, "
                "bilinear attention network, 2 glimpses, chapter 8")(lambda ctx, d=_dataset: _run_vqa(ctx, d, "ban"))
+experiment("ch08_ban_features", "relational set on frozen pretrained region features (chapter 5, section 7), "
+           "bilinear attention network, 2 glimpses, chapter 8")(lambda ctx: _run_vqa(ctx, "features", "ban"))

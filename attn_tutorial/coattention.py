@@ -212,8 +212,10 @@ from attn_tutorial.vqa_models import VQA_MODELS, _run_vqa
 
 VQA_MODELS.update({"coatt": CoAttentionVQA, "hiecoatt": HierarchicalCoAttentionVQA})
 
-for _dataset in ("relational", "easy"):
-    for _kind, _label in (("coatt", "parallel co-attention, one level"),
-                          ("hiecoatt", "hierarchical co-attention (word, phrase, question)")):
+for _kind, _label in (("coatt", "parallel co-attention, one level"),
+                      ("hiecoatt", "hierarchical co-attention (word, phrase, question)")):
+    for _dataset in ("relational", "easy"):
         experiment(f"ch07_{_kind}_{_dataset}", f"{'relational set' if _dataset == 'relational' else 'easy-VQA'}, "
                    f"{_label}, chapter 7")(lambda ctx, d=_dataset, k=_kind: _run_vqa(ctx, d, k))
+    experiment(f"ch07_{_kind}_features", f"relational set on frozen pretrained region features (chapter 5, "
+               f"section 7), {_label}, chapter 7")(lambda ctx, k=_kind: _run_vqa(ctx, "features", k))
