@@ -246,6 +246,8 @@ def first_region_map(out: dict) -> torch.Tensor | None:
     """Weights over regions ``(B, R)`` of a model's first attention step: SAN's first hop, the
     co-attention's region weights (the word level for HieCoAtt), BAN's first glimpse summed over
     words, the region Transformer's question-token weights; None for a model without one."""
+    if not isinstance(out, dict):  # logits only
+        return None
     if "weights" in out:
         return out["weights"][:, 0]
     if "region_weights" in out:

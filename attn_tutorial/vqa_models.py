@@ -252,9 +252,10 @@ def accuracy_by_type(model: nn.Module, split: VQASplit, vocab, batch_size: int =
 VQA_MODELS = {"none": NoAttentionVQA, "san": StackedAttentionVQA}
 
 
-def _run_vqa(ctx: RunContext, dataset: str, kind: str) -> dict:
+def _run_vqa(ctx: RunContext, dataset: str, kind: str, overrides: dict | None = None) -> dict:
     """Train ``VQA_MODELS[kind]`` on ``dataset``: "relational" or "easy" from pixels, or
-    "features": the relational set read through the frozen pretrained encoder of section 7."""
+    "features": the relational set read through the frozen pretrained encoder of section 7.
+    ``overrides`` replace entries of the profile's training settings (e.g. ``{"epochs": 40}``)."""
     sizes, training = VQA_SIZES[ctx.profile.name], VQA_TRAINING[ctx.profile.name]
     extra, options = {}, {}
     if dataset in ("relational", "features"):
@@ -271,6 +272,7 @@ def _run_vqa(ctx: RunContext, dataset: str, kind: str) -> dict:
         test = dataclasses.replace(test, features=cached["test"])
         options["feature_dim"] = cached["train"].shape[-1]
         extra["pretraining"] = cached["pretraining"]
+    training = {**training, **(overrides or {})}
     train, val = split_by_image(train_full, 0.1, seed=ctx.seed)
     vocab = question_vocab(train)
     model = VQA_MODELS[kind](len(vocab), len(train.answer_names), dim=training["dim"], pad_id=vocab.pad_id,

@@ -150,3 +150,12 @@ def test_feature_models_refuse_pixels_and_pixel_models_refuse_features():
     with pytest.raises(ValueError, match="1 <= k <= R"):
         propose(cached, 65)
     assert RegionProjection(19, 8)(cached).shape == (3, 64, 8)
+
+
+def test_attention_mass_is_none_for_a_model_without_attention_over_regions(splits):
+    from attn_tutorial.vqa_models import NoAttentionVQA
+
+    _, test = splits
+    vocab = question_vocab(test)
+    model = NoAttentionVQA(len(vocab), len(test.answer_names), dim=16)  # pixels in, logits out
+    assert attention_mass(model, test, vocab) is None
