@@ -121,27 +121,30 @@ class RegionTransformerVQA(nn.Module):
 class RelationNetworkVQA(nn.Module):
     """Santoro et al.'s relation network over the ``k`` proposals: ``f(sum_ij g(o_i, o_j, q))``,
     every ordered pair (including i = j) through the same MLP ``g``. Same ``forward`` as
-    :class:`RegionTransformerVQA`; returns ``{"logits": (B, A)}`` (no attention weights)."""
+    :class:`RegionTransformerVQA`; returns ``{"logits": (B, A)}`` (no attention weights).
+
+    ``g``'s first layer is linear in ``[o_i; o_j; q]``, so it is computed as ``A o_i + B o_j + C q``
+    on the ``k`` objects and broadcast to the ``k^2`` pairs: the same function, ``k`` times fewer
+    products in that layer."""
 
     def __init__(self, vocab_size: int, num_answers: int, dim: int = 64, pad_id: int = 0,
                  feature_dim: int | None = None, k: int = 8):
         super().__init__()
         if feature_dim is None:
             raise ValueError("RelationNetworkVQA reads cached region features: pass feature_dim")
-        self.k = k
+        self.k, width = k, 2 * dim
         self.image, self.question = RegionProjection(feature_dim, dim), QuestionEncoder(vocab_size, dim, pad_id=pad_id)
-        width = 4 * dim
-        self.g = nn.Sequential(nn.Linear(3 * dim, width), nn.ReLU(), nn.Linear(width, width), nn.ReLU(),
-                               nn.Linear(width, width), nn.ReLU())
+        self.first, self.second, self.with_question = nn.Linear(dim, width), nn.Linear(dim, width, bias=False), \
+            nn.Linear(dim, width, bias=False)  # g's first layer, split as A o_i + B o_j + C q
+        self.g = nn.Sequential(nn.ReLU(), nn.Linear(width, width), nn.ReLU(), nn.Linear(width, width), nn.ReLU())
         self.f = nn.Sequential(nn.Linear(width, width), nn.ReLU(), nn.Linear(width, num_answers))
 
     def forward(self, images, ids, lengths, mask, image_of_question=None):
         proposals, _ = propose(images, self.k)  # (U, k, F)
         objects = question_regions(self.image(proposals), image_of_question, len(ids))  # (B, k, dim)
         _, u = self.question(ids, lengths, mask)  # (B, dim)
-        b, k, d = objects.shape
-        pairs = torch.cat([objects.unsqueeze(2).expand(b, k, k, d), objects.unsqueeze(1).expand(b, k, k, d),
-                           u[:, None, None].expand(b, k, k, d)], -1)  # (B, k, k, 3 dim)
+        pairs = (self.first(objects).unsqueeze(2) + self.second(objects).unsqueeze(1)
+                 + self.with_question(u)[:, None, None])  # (B, k, k, width): g's first layer on every pair
         return {"logits": self.f(self.g(pairs).sum((1, 2)))}
 
 
