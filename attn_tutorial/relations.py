@@ -16,6 +16,7 @@ from torch import nn
 from attn_tutorial.attention import masked_softmax
 from attn_tutorial.features import OBJECTNESS, POSITION, RegionProjection
 from attn_tutorial.mhsa import merge_heads, split_heads
+from attn_tutorial.text import check_mask, check_width
 from attn_tutorial.vqa_models import QuestionEncoder, question_regions
 
 
@@ -55,6 +56,8 @@ class BiasedSelfAttention(nn.Module):
         self.qkv, self.out = nn.Linear(dim, 3 * dim), nn.Linear(dim, dim)
 
     def forward(self, x, bias, mask=None):
+        check_width(x, self.qkv.in_features, dims="(B, T, D)", name="x")
+        check_mask(mask, x.shape[:2], dims="(B, T)")
         q, k, v = (split_heads(t, self.num_heads) for t in self.qkv(x).chunk(3, -1))  # (B, H, T, d) each
         scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1]) + bias  # (B, H, T, T)
         weights = masked_softmax(scores, None if mask is None else mask[:, None, None, :])

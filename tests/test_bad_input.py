@@ -18,7 +18,7 @@ from torch import nn
 
 import attn_tutorial
 from attn_tutorial import attention, bilinear, coattention, diff_models, differential, han, mhsa, mhsa_costs
-from attn_tutorial import mhsa_models, pooling, rnn, text, vqa_models
+from attn_tutorial import mhsa_models, pooling, relations, rnn, text, vqa_models
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -50,6 +50,12 @@ def _vqa_model(model):
     ids, lengths = ids_and_lengths()
     pictures = images()
     return lambda mask: model(pictures, ids, lengths, mask)
+
+
+def _feature_model(model):
+    ids, lengths = ids_and_lengths()
+    regions = torch.rand(B, 16, 3 + D, generator=torch.Generator().manual_seed(3))  # cached region vectors
+    return lambda mask: model(regions, ids, lengths, mask)
 
 
 MASKED = [
@@ -126,6 +132,10 @@ MASKED = [
     ("bilinear.BilinearAttentionNetwork[region_mask]", "region_mask", (B, 4),
      lambda: lambda m: bilinear.BilinearAttentionNetwork(D)(states(B, 4), states(), torch.ones(B, T, dtype=torch.bool), m)),
     ("bilinear.BANVQA", "mask", (B, T), lambda: _vqa_model(bilinear.BANVQA(10, 3, dim=8))),
+    ("relations.BiasedSelfAttention", "mask", (B, T),
+     lambda: lambda m: relations.BiasedSelfAttention(D, 2)(states(), torch.zeros(B, 2, T, T), m)),
+    *[(f"relations.{model.__name__}", "mask", (B, T), lambda model=model: _feature_model(model(10, 3, dim=8, feature_dim=3 + D, k=4)))
+      for model in (relations.RegionTransformerVQA, relations.RelationNetworkVQA)],
 ]
 
 # Functions whose mask only has to broadcast (documented and tested that way): scores / (B, H, Tq, Tk).
