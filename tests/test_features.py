@@ -159,3 +159,22 @@ def test_attention_mass_is_none_for_a_model_without_attention_over_regions(split
     vocab = question_vocab(test)
     model = NoAttentionVQA(len(vocab), len(test.answer_names), dim=16)  # pixels in, logits out
     assert attention_mass(model, test, vocab) is None
+
+
+@pytest.mark.parametrize("kind", ["none", "san", "coatt", "hiecoatt", "ban", "transformer", "relnet"])
+def test_every_vqa_model_reads_cached_features_and_reports_its_first_map(kind):
+    import attn_tutorial.bilinear  # noqa: F401  (each chapter registers its models)
+    import attn_tutorial.coattention  # noqa: F401
+    from attn_tutorial.features import first_region_map
+    from attn_tutorial.vqa_models import VQA_MODELS
+
+    cached, ids, lengths, mask = _features_batch()
+    model = VQA_MODELS[kind](10, 5, dim=16, feature_dim=cached.shape[-1]).eval()
+    out = model(cached, ids, lengths, mask, image_of_question=torch.tensor([0, 1, 1]))
+    logits = out["logits"] if isinstance(out, dict) else out
+    assert logits.shape == (3, 5) and torch.isfinite(logits).all()
+    weights = first_region_map(out)
+    if kind in ("none", "relnet"):
+        assert weights is None
+    else:
+        assert weights.shape == (3, 64) and (weights >= 0).all() and (weights.sum(-1) <= 1 + 1e-5).all()
