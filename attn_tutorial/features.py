@@ -242,28 +242,37 @@ def object_cells(split: VQASplit, grid: int = GRID) -> torch.Tensor:
     return cells[split.image_index, split.scenes["question_colour"]]
 
 
-def first_region_map(out: dict) -> torch.Tensor | None:
-    """Weights over regions ``(B, R)`` of a model's first attention step: SAN's first hop, the
-    co-attention's region weights (the word level for HieCoAtt), BAN's first glimpse summed over
-    words, the region Transformer's question-token weights; None for a model without one."""
+def region_maps(out: dict) -> torch.Tensor | None:
+    """Weights over regions ``(B, S, R)`` of each attention step of a model, in order: SAN's hops,
+    the co-attention's region weights (HieCoAtt: word, phrase, question level), BAN's glimpses
+    summed over words, the region Transformer's question-token weights; None for a model
+    without attention over regions."""
     if not isinstance(out, dict):  # logits only
         return None
     if "weights" in out:
-        return out["weights"][:, 0]
+        return out["weights"]
     if "region_weights" in out:
         weights = out["region_weights"]
-        return weights[:, 0] if weights.dim() == 3 else weights
+        return weights if weights.dim() == 3 else weights.unsqueeze(1)
     if "maps" in out:
-        return out["maps"][:, 0].sum(-1)
+        return out["maps"].sum(-1)  # (B, G, R, L) -> (B, G, R)
     return None
+
+
+def first_region_map(out: dict) -> torch.Tensor | None:
+    """The first attention step's weights over regions ``(B, R)`` (see :func:`region_maps`)."""
+    maps = region_maps(out)
+    return None if maps is None else maps[:, 0]
 
 
 @torch.no_grad()
 def attention_mass(model: nn.Module, split: VQASplit, vocab, batch_size: int = 256) -> dict | None:
     """Mean weight of the model's first attention step on the cell holding the named object,
     over ``split``'s questions: overall, on the non-relational questions (where that object is the
-    one to look at) and per question type; None for a model without attention
-    over regions. Uniform weights over ``R`` cells score ``1 / R``."""
+    one to look at) and per question type; and ``mass_best_non_relational``, the same on the
+    non-relational questions for the step that puts most weight there (SAN's second hop may be
+    the one that finds it). None for a model without attention over regions. Uniform weights
+    over ``R`` cells score ``1 / R``."""
     from attn_tutorial.vqa_data import VQADataset
 
     cells = object_cells(split)  # (Q,)
@@ -272,12 +281,15 @@ def attention_mass(model: nn.Module, split: VQASplit, vocab, batch_size: int = 2
     masses = []
     for batch in VQADataset(split, vocab).loader(batch_size, shuffle=False):
         batch.pop("labels")
-        weights = first_region_map(model(**{k: v.to(device) for k, v in batch.items()}))
-        if weights is None:
+        maps = region_maps(model(**{k: v.to(device) for k, v in batch.items()}))  # (b, S, R)
+        if maps is None:
             return None
-        masses.append(weights.float().cpu())
-    mass = torch.cat(masses).gather(1, cells.unsqueeze(1)).squeeze(1)  # (Q,)
+        masses.append(maps.float().cpu())
+    maps = torch.cat(masses)  # (Q, S, R)
+    per_step = maps.gather(2, cells[:, None, None].expand(-1, maps.shape[1], 1)).squeeze(2)  # (Q, S)
+    mass = per_step[:, 0]  # (Q,): the first step
     types = sorted(set(split.question_types))
     return {"mass": mass.mean().item(), "mass_non_relational": mass[~split.relational].mean().item(),
+            "mass_best_non_relational": per_step[~split.relational].mean(0).max().item(),
             **{f"mass_{t}": mass[[q for q, s in enumerate(split.question_types) if s == t]].mean().item()
                for t in types}}

@@ -96,6 +96,7 @@ def test_attention_mass_on_a_hand_made_scene():
     mass = attention_mass(Fixed(), split, question_vocab(split))
     assert mass["mass"] == pytest.approx(0.35)  # 0.7 for the red question, 0 for the blue one
     assert mass["mass_shape"] == mass["mass_non_relational"] == pytest.approx(0.35)
+    assert mass["mass_best_non_relational"] == pytest.approx(0.35)  # hop 2 puts nothing there
 
 
 def _features_batch(n_images=3, regions=64, width=3 + 16, seed=0):
