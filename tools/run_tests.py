@@ -126,7 +126,7 @@ def main() -> int:
     run("export check", [PY, "-m", "attn_tutorial.export", "--check"], env)
     unit_xml = REPORTS / "unit.xml"
     run("unit tests", [PY, "-m", "pytest", "tests", "-m", "not browser", "-q", "-p", "no:cacheprovider", *socket_guard,
-                       f"--junitxml={unit_xml}"], env, unit_xml)
+                       "--durations=15", f"--junitxml={unit_xml}"], env, unit_xml)  # the slowest, for the time budget
 
     ipynb_dir = BUILD / "ipynb"
     shutil.rmtree(ipynb_dir, ignore_errors=True)
