@@ -85,15 +85,16 @@ class RegionTransformerVQA(nn.Module):
     Transformer blocks with a relative-position bias between proposals; the answer is read from
     the question token. ``forward(images (U, R, F) cached regions, ids (B, L), lengths (B,),
     mask (B, L), image_of_question (B,) or None) -> {"logits": (B, A), "region_weights": (B, R)}``
-    (the first layer's head-averaged weights from the question token, on the full grid)."""
+    (the first layer's head-averaged weights from the question token, on the full grid).
+    ``attend_self=False`` keeps each region from attending to itself (exercise 9.4)."""
 
     def __init__(self, vocab_size: int, num_answers: int, dim: int = 64, pad_id: int = 0,
                  feature_dim: int | None = None, k: int = 8, layers: int = 2, num_heads: int = 4,
-                 position_bias: bool = True):
+                 position_bias: bool = True, attend_self: bool = True):
         super().__init__()
         if feature_dim is None:
             raise ValueError("RegionTransformerVQA reads cached region features: pass feature_dim")
-        self.k, self.num_heads = k, num_heads
+        self.k, self.num_heads, self.attend_self = k, num_heads, attend_self
         self.image, self.question = RegionProjection(feature_dim, dim), QuestionEncoder(vocab_size, dim, pad_id=pad_id)
         self.condition = nn.Linear(dim, dim)
         self.blocks = nn.ModuleList([RegionTransformerBlock(dim, num_heads) for _ in range(layers)])
@@ -111,6 +112,8 @@ class RegionTransformerVQA(nn.Module):
         if self.bias is not None:
             bias = bias.clone()
             bias[:, :, 1:, 1:] = self.bias(positions)  # only between regions; the question token has none
+        if not self.attend_self:  # a region attends to the others and the question, never to itself
+            bias = bias + torch.diag(torch.tensor([0.0] + [float("-inf")] * self.k, device=x.device)).to(x.dtype)
         first = None
         for block in self.blocks:
             x, weights = block(x, bias)
@@ -151,16 +154,20 @@ class RelationNetworkVQA(nn.Module):
         return {"logits": self.f(self.g(pairs).sum((1, 2)))}
 
 
+import functools
+
 from attn_tutorial.results import experiment
 from attn_tutorial.vqa_models import VQA_MODELS, _run_vqa
 
-VQA_MODELS.update({"transformer": RegionTransformerVQA, "relnet": RelationNetworkVQA})
+VQA_MODELS.update({"transformer": RegionTransformerVQA, "relnet": RelationNetworkVQA,
+                   "transformer_noself": functools.partial(RegionTransformerVQA, attend_self=False)})
 # Comparing objects is learnt later than finding one: the models between regions get twice the
 # epochs of FEATURE_TRAINING, and stacked attention is run again at that budget as the control.
 RELATION_TRAINING = {"smoke": {"epochs": 1}, "cpu": {"epochs": 40}, "full": {"epochs": 80}}
 for _kind, _label in (("transformer", "self-attention between the 8 proposals and the question, "
                                       "relative-position bias"),
                       ("relnet", "relation network over the 8 proposals"),
+                      ("transformer_noself", "self-attention between the 8 proposals, no region attending to itself"),
                       ("san", "stacked attention (the control)")):
     experiment(f"ch09_{_kind}_features" if _kind != "san" else "ch09_san_features_long",
                f"relational set on frozen pretrained region features, {_label}, twice the epochs, chapter 9")(
