@@ -179,3 +179,16 @@ def test_every_vqa_model_reads_cached_features_and_reports_its_first_map(kind):
         assert weights is None
     else:
         assert weights.shape == (3, 64) and (weights >= 0).all() and (weights.sum(-1) <= 1 + 1e-5).all()
+
+
+def test_a_region_that_may_not_attend_to_itself_gives_itself_no_weight():
+    cached, ids, lengths, mask = _features_batch()
+    model = RegionTransformerVQA(10, 5, dim=16, feature_dim=cached.shape[-1], k=4, attend_self=False).eval()
+    seen = []
+    model.blocks[0].attention.register_forward_hook(lambda module, args, out: seen.append(out[1]))
+    model(cached, ids, lengths, mask)
+    weights = seen[0]  # (B, H, 1 + k, 1 + k)
+    regions = torch.arange(1, 5)
+    assert (weights[:, :, regions, regions] == 0).all()  # no region attends to itself
+    assert (weights[:, :, 0, 0] > 0).all()  # the question token still may
+    torch.testing.assert_close(weights.sum(-1), torch.ones_like(weights.sum(-1)))
