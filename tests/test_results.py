@@ -88,7 +88,9 @@ def test_recorded_results_in_the_book_are_well_formed():
     for path in records:
         record = json.loads(path.read_text())
         assert path.stem == record["profile"] and path.parent.name == record["experiment"]
-        assert record["produced_by"].startswith("python -m attn_tutorial.results run")
+        commands = record["produced_by"]  # one command, or one per merge of later seeds (write_record)
+        commands = [commands] if isinstance(commands, str) else commands
+        assert commands and all(c.startswith("python -m attn_tutorial.results run") for c in commands)
         assert len(record["runs"]) == len(record["seeds"]) >= 1
         for run in record["runs"]:
             assert run["device"] and run["versions"]["torch"] and run["metrics"]
