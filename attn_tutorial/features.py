@@ -93,6 +93,8 @@ def pretrain_detector(split: VQASplit, epochs: int, batch_size: int = 32, lr: fl
                       device=None) -> CellDetector:
     """Train a :class:`CellDetector` on ``split``'s per-cell annotations: cross-entropy for colour
     and shape in every cell, squared error for the offset inside object cells."""
+    if epochs < 1 or batch_size < 1 or lr <= 0:
+        raise ValueError(f"need epochs >= 1, batch_size >= 1 and lr > 0, got {epochs}, {batch_size}, {lr}")
     device = torch.device(device or "cpu")
     torch.manual_seed(seed)
     detector = CellDetector().to(device)
@@ -207,6 +209,8 @@ def cached_features(train: VQASplit, test: VQASplit, profile_name: str, seed: in
     ``{"train": (N_train, R, F), "test": (N_test, R, F), "detector": state_dict, "pretraining":
     {accuracy on test images, seconds}}``, from the cache when a valid one exists. A dry run
     neither reads nor writes the cache."""
+    if profile_name not in PRETRAINING:
+        raise ValueError(f"profile_name must be one of {sorted(PRETRAINING)}, got {profile_name!r}")
     settings = PRETRAINING[profile_name]
     path, key = feature_cache_path(profile_name, seed, len(train.images), len(test.images))
     use_cache = cache and runs.active() is None

@@ -58,6 +58,9 @@ class BiasedSelfAttention(nn.Module):
     def forward(self, x, bias, mask=None):
         check_width(x, self.qkv.in_features, dims="(B, T, D)", name="x")
         check_mask(mask, x.shape[:2], dims="(B, T)")
+        expected = (x.shape[0], self.num_heads, x.shape[1], x.shape[1])
+        if bias.shape != expected:
+            raise ValueError(f"bias must be (B, H, T, T) = {expected}, got {tuple(bias.shape)}")
         q, k, v = (split_heads(t, self.num_heads) for t in self.qkv(x).chunk(3, -1))  # (B, H, T, d) each
         scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1]) + bias  # (B, H, T, T)
         weights = masked_softmax(scores, None if mask is None else mask[:, None, None, :])

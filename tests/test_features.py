@@ -192,3 +192,16 @@ def test_a_region_that_may_not_attend_to_itself_gives_itself_no_weight():
     assert (weights[:, :, regions, regions] == 0).all()  # no region attends to itself
     assert (weights[:, :, 0, 0] > 0).all()  # the question token still may
     torch.testing.assert_close(weights.sum(-1), torch.ones_like(weights.sum(-1)))
+
+
+def test_bad_settings_are_clear_errors(splits):
+    from attn_tutorial.features import pretrain_detector
+    from attn_tutorial.relations import BiasedSelfAttention
+
+    train, test = splits
+    with pytest.raises(ValueError, match="epochs >= 1"):
+        pretrain_detector(train, epochs=0)
+    with pytest.raises(ValueError, match="profile_name must be one of"):
+        cached_features(train, test, "laptop")
+    with pytest.raises(ValueError, match=r"bias must be \(B, H, T, T\) = \(2, 2, 5, 5\)"):
+        BiasedSelfAttention(8, 2)(torch.randn(2, 5, 8), torch.zeros(2, 1, 5, 5))
