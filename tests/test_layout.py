@@ -47,3 +47,91 @@ def test_every_chapter_has_four_exercises_with_solutions():
         solved = set(re.findall(r"^`{3,}\{solution\} (\S+)", text, re.M))
         assert len(labels) >= 4, f"{path.name}: {len(labels)} exercises, at least four wanted"
         assert set(labels) <= solved, f"{path.name}: exercises without a solution: {set(labels) - solved}"
+
+
+# --- a textbook page: objectives, figures drawn by code, takeaways, a word budget ---------------
+
+import re  # noqa: E402
+
+WORD_BUDGET = 3500  # words of a theory page, counted like `wc -w` (prose, math, code and solutions)
+FIGURE_RE = re.compile(r"^:::+\{figure\} (\S+)\n((?::\S+:.*\n)*)", re.M)
+
+
+def chapter_figures(text: str) -> list[tuple[str, dict]]:
+    """(path, options) of every ``{figure}`` directive of a page."""
+    found = []
+    for path, options in FIGURE_RE.findall(text):
+        opts = dict(re.findall(r"^:(\S+):\s*(.*)$", options, re.M))
+        found.append((path, opts))
+    return found
+
+
+def layout_problems(name: str, text: str) -> list[str]:
+    """What a theory page lacks; empty when it has everything a chapter of the book must have."""
+    problems = []
+    if not re.search(r"^:::+\{admonition\}.*\n:class:.*\bobjectives\b", text, re.M):
+        problems.append("no learning-objectives box (an admonition with :class: objectives)")
+    else:
+        box = re.search(r"^:::+\{admonition\}.*\n:class:.*\bobjectives\b(.*?)^:::", text, re.M | re.S).group(1)
+        if "notation" not in box:
+            problems.append("the objectives box does not link to the notation page")
+        if "ssumes" not in box:
+            problems.append("the objectives box does not say what the chapter assumes")
+    if not re.search(r"^:::+\{admonition\}.*\n:class:.*\btakeaways\b", text, re.M):
+        problems.append("no key-takeaways box (an admonition with :class: takeaways)")
+    figures = chapter_figures(text)
+    explanatory = [p for p, _ in figures if "_results" not in p]
+    results = [p for p, _ in figures if "_results" in p]
+    if len(explanatory) < 2:
+        problems.append(f"{len(explanatory)} explanatory figure(s), at least 2 wanted")
+    if not results:
+        problems.append("no results figure (a book/figures/chNN_results_*.svg drawn from book/results)")
+    for path, opts in figures:
+        if not opts.get("alt", "").strip():
+            problems.append(f"figure {path} has no :alt: text")
+        if not path.startswith("../book/figures/") or not path.endswith(".svg"):
+            problems.append(f"figure {path} is not drawn by book/figures (../book/figures/<name>.svg)")
+        elif not (ROOT / "chapters" / path).resolve().is_file():
+            problems.append(f"figure {path} does not exist (run python tools/figures.py)")
+    words = len(text.split())
+    if words > WORD_BUDGET:
+        problems.append(f"{words} words, over the budget of {WORD_BUDGET}")
+    return problems
+
+
+def test_every_theory_page_teaches_like_a_textbook():
+    problems = {}
+    for path in sorted((ROOT / "chapters").glob("*.md")):
+        found = layout_problems(path.name, path.read_text())
+        if found:
+            problems[path.name] = found
+    assert not problems, "\n".join(f"{name}: {'; '.join(p)}" for name, p in problems.items())
+
+
+def test_the_layout_check_notices_a_missing_piece():
+    """Remove each required piece from a complete page once: the check must name what is missing."""
+    page = (ROOT / "chapters" / "02_attention_pooling.md").read_text()
+    assert layout_problems("ch02", page) == []
+    no_objectives = re.sub(r":class:(.*)\bobjectives\b", r":class:\1", page)
+    assert any("objectives" in p for p in layout_problems("ch02", no_objectives))
+    no_takeaways = re.sub(r":class:(.*)\btakeaways\b", r":class:\1", page)
+    assert any("takeaways" in p for p in layout_problems("ch02", no_takeaways))
+    no_results = page.replace("_results", "_other")
+    assert any("results figure" in p for p in layout_problems("ch02", no_results))
+    no_alt = re.sub(r"^:alt:.*\n", "", page, flags=re.M)
+    assert any("alt" in p for p in layout_problems("ch02", no_alt))
+    assert any("budget" in p for p in layout_problems("ch02", page + " word" * WORD_BUDGET))
+
+
+def test_figures_match_the_code_that_draws_them():
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, str(ROOT / "tools" / "figures.py"), "--check"], capture_output=True, text=True)
+    assert out.returncode == 0, out.stdout + out.stderr
+
+
+def test_notation_page_is_linked_from_every_chapter():
+    assert (ROOT / "book" / "notation.md").is_file()
+    for path in sorted((ROOT / "chapters").glob("*.md")):
+        assert "book/notation" in path.read_text(), f"{path.name} does not link to book/notation"

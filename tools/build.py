@@ -195,6 +195,8 @@ def build_book(profile: str, out: Path, student: bool, strict: bool, jobs: str =
     """Build the book at ``root`` into ``out``; non-zero when Sphinx failed or a notebook did not execute."""
     if root == ROOT:
         copy_mathjax()  # the course's _config.yml points mathjax_path at this copy
+        # The figures are drawn from code (book/figures); redraw any that changed before Sphinx copies them.
+        subprocess.run([sys.executable, str(ROOT / "tools" / "figures.py")], check=True, cwd=ROOT)
     write_conf(root)
     env = book_env(profile, root)
     cmd = sphinx_command(root, out, env["ATTN_NB_CACHE"], student, strict, jobs)
