@@ -28,7 +28,9 @@ def site(variable: str) -> Path:
 
 @pytest.fixture(scope="module")
 def reports():
-    return {r.page: r for r in browser_check.check_site(site("ATTN_SITE"))}
+    root = site("ATTN_SITE")
+    # Screenshots of the theory pages go with the build artefacts (next to the site).
+    return {r.page: r for r in browser_check.check_site(root, screenshots=root.parent / "screenshots")}
 
 
 def test_every_page_renders_offline_without_errors(reports):
@@ -47,6 +49,28 @@ def test_figures_load(reports):
     notebook = site("ATTN_SITE") / "notebooks" / "00_setup.html"
     assert notebook.read_text().count("<img") >= 2  # the two seaborn figures
     assert reports["notebooks/00_setup.html"].broken_images == []
+
+
+def test_every_theory_page_shows_its_figures_with_alt_text(reports):
+    chapters = {page: r for page, r in reports.items() if page.startswith("chapters/")}
+    assert len(chapters) >= 10
+    for page, report in chapters.items():
+        figures = [f for f in report.figures if browser_check.is_drawn_figure(f["src"])]
+        assert len(figures) >= 3, f"{page}: {len(figures)} drawn figures, at least 3 wanted"
+        assert all(f["loaded"] for f in figures), f"{page}: {[f['src'] for f in figures if not f['loaded']]}"
+        assert not any(browser_check._alt_missing(f) for f in figures), page
+        assert report.screenshot and Path(report.screenshot).stat().st_size > 10_000, page
+
+
+def test_checker_catches_a_figure_without_alt_text(tmp_path):
+    (tmp_path / "index.html").write_text("<html><body>index</body></html>")
+    svg = '<svg xmlns="http://www.w3.org/2000/svg" width="10" height="10"><rect width="10" height="10"/></svg>'
+    (tmp_path / "figures").mkdir()
+    (tmp_path / "figures" / "ch01_a.svg").write_text(svg)
+    (tmp_path / "page.html").write_text('<html><body><main><img src="figures/ch01_a.svg" alt="figures/ch01_a.svg">'
+                                        '</main></body></html>')
+    (report,) = browser_check.check_site(tmp_path, pages=["page.html"])
+    assert any("alt text" in p for p in report.problems)
 
 
 def test_notebook_page_offers_ipynb_and_colab():

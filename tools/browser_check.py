@@ -5,9 +5,11 @@ browser download) and reports, per page:
   * any request that leaves the machine (the book must render offline; such requests are blocked),
   * console errors and uncaught exceptions,
   * images that did not load,
-  * math that MathJax did not typeset (raw TeX left on the page).
+  * math that MathJax did not typeset (raw TeX left on the page),
+  * figures without alt text (an image whose alt is empty or just its file name),
+and, when asked, saves a screenshot of each theory page (``--screenshots DIR``).
 
-    python tools/browser_check.py _build/html [--chromium /usr/bin/chromium]
+    python tools/browser_check.py _build/html [--chromium /usr/bin/chromium] [--screenshots DIR]
 """
 
 from __future__ import annotations
@@ -53,6 +55,26 @@ IMAGES_JS = """
 () => Array.from(document.images).filter(img => !(img.complete && img.naturalWidth > 0)).map(img => img.src)
 """
 
+# Every content image: where it comes from, its alt text, and whether it loaded.
+FIGURES_JS = """
+() => Array.from(document.querySelectorAll('main img, article img')).map(img => ({
+  src: img.getAttribute('src') || '', alt: (img.getAttribute('alt') || '').trim(),
+  loaded: img.complete && img.naturalWidth > 0}))
+"""
+
+
+def is_drawn_figure(src: str) -> bool:
+    """An SVG drawn by book/figures (named chNN_*.svg; Sphinx copies it to _images/)."""
+    import re
+
+    return re.search(r"(^|/)ch\d\d_\w+\.svg$", src) is not None
+
+
+def _alt_missing(image: dict) -> bool:
+    """No alt text, or only the file name Sphinx writes when none was given."""
+    alt = image["alt"]
+    return not alt or alt == image["src"] or alt.rsplit("/", 1)[-1] == image["src"].rsplit("/", 1)[-1]
+
 
 @dataclass
 class PageReport:
@@ -63,6 +85,8 @@ class PageReport:
     untypeset_math: list = field(default_factory=list)
     math_count: int = 0
     mathjax: str = ""
+    figures: list = field(default_factory=list)  # {src, alt, loaded} of each content image
+    screenshot: str | None = None
 
     @property
     def problems(self) -> list[str]:
@@ -73,6 +97,9 @@ class PageReport:
             out.append(f"console errors: {self.console_errors[:5]}")
         if self.broken_images:
             out.append(f"images that did not load: {self.broken_images[:5]}")
+        no_alt = [f["src"] for f in self.figures if is_drawn_figure(f["src"]) and _alt_missing(f)]
+        if no_alt:
+            out.append(f"figures without alt text: {no_alt[:5]}")
         if self.untypeset_math:
             out.append(f"{len(self.untypeset_math)} of {self.math_count} equations not typeset "
                        f"(MathJax: {self.mathjax}), e.g. {self.untypeset_math[:3]}")
@@ -139,8 +166,12 @@ def _local_only(base: str, report: PageReport):
 
 
 def check_site(site: str | Path, pages: list[str] | None = None, chromium: str | None = None,
-               timeout_ms: int = 30_000) -> list[PageReport]:
-    """Open each page of a built site in headless Chromium; return one report per page."""
+               timeout_ms: int = 30_000, screenshots: Path | None = None) -> list[PageReport]:
+    """Open each page of a built site in headless Chromium; return one report per page.
+
+    With ``screenshots``, each theory page (``chapters/*.html``) is also saved there as a PNG of its
+    first screen, for the build artefacts.
+    """
     from playwright.sync_api import sync_playwright
 
     site = Path(site)
@@ -168,6 +199,13 @@ def check_site(site: str | Path, pages: list[str] | None = None, chromium: str |
                 report.math_count = len(states)
                 report.untypeset_math = [s["text"] for s in states if s["raw"] or not s["rendered"]]
                 report.broken_images = page.evaluate(IMAGES_JS)
+                report.figures = page.evaluate(FIGURES_JS)
+                if screenshots is not None and rel.startswith("chapters/"):
+                    screenshots.mkdir(parents=True, exist_ok=True)
+                    shot = screenshots / (Path(rel).stem + ".png")
+                    page.set_viewport_size({"width": 1280, "height": 1600})
+                    page.screenshot(path=str(shot))
+                    report.screenshot = str(shot)
                 page.wait_for_timeout(300)  # late requests (fonts) after typesetting
                 report.console_errors = [e for e in report.console_errors if not _benign(e)]
                 reports.append(report)
@@ -181,9 +219,10 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("site", type=Path)
     parser.add_argument("--chromium", default=None)
+    parser.add_argument("--screenshots", type=Path, default=None, help="save a PNG of each theory page here")
     args = parser.parse_args(argv)
     failures = 0
-    for report in check_site(args.site, chromium=args.chromium):
+    for report in check_site(args.site, chromium=args.chromium, screenshots=args.screenshots):
         status = "ok  " if not report.problems else "FAIL"
         print(f"{status} {report.page} ({report.math_count} equations)")
         for problem in report.problems:
