@@ -5,7 +5,7 @@ PY     := $(VENV)/bin/python
 # The environment is rebuilt only when the lock file or the package metadata change.
 STAMP  := $(VENV)/.installed-$(shell cat requirements.lock pyproject.toml | sha1sum | cut -c1-12)
 
-.PHONY: setup book student test export check serve clean release grade check-assignments dry-run estimate gpu-run
+.PHONY: setup book student test figures export check serve clean release grade check-assignments dry-run estimate gpu-run
 
 setup: $(STAMP)
 
@@ -56,6 +56,10 @@ gpu-run: setup
 ## test: unit tests, nbval on every notebook (smoke), strict book build, headless-browser check
 test: setup
 	$(PY) tools/run_tests.py
+
+## figures: redraw the figures of the theory pages from book/figures/chNN.py (the build does it too)
+figures: setup
+	$(PY) tools/figures.py
 
 ## export: regenerate attn_tutorial/ from the notebooks' `#| export` cells
 export: setup
