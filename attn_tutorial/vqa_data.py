@@ -364,3 +364,38 @@ def object_blind_accuracy(split: VQASplit, size: int = 64) -> dict:
         modes = [a for a, n in counts.items() if n == max(counts.values())]
         hits.setdefault(question_type, []).append((split.answer_text(q) in modes) / len(modes))
     return {t: float(np.mean(v)) for t, v in sorted(hits.items())}
+
+
+def vqa_answer_score(prediction: str, human_answers: list[str], leave_one_out: bool = False) -> float:
+    """VQA's soft score of one predicted answer against the answers of the annotators:
+    ``min(#matches / 3, 1)``; with ``leave_one_out`` the official form, that score averaged over the
+    ``n`` subsets of ``n - 1`` annotators. Answers are compared as given (normalise case, articles
+    and number words first, as the official evaluation does)."""
+    if not human_answers:
+        raise ValueError("a question needs at least one human answer, got none")
+    matches = sum(answer == prediction for answer in human_answers)
+    if not leave_one_out:
+        return min(matches / 3, 1.0)
+    n = len(human_answers)
+    if n < 2:
+        raise ValueError("leave_one_out needs at least two human answers")
+    # leaving out one of the `matches` agreeing annotators leaves matches - 1; any other leaves matches
+    return (matches * min((matches - 1) / 3, 1.0) + (n - matches) * min(matches / 3, 1.0)) / n
+
+
+def vqa_soft_accuracy(predicted, human_answers: list[list[str]], answer_names: list[str] | None = None,
+                      leave_one_out: bool = False) -> float:
+    """Mean VQA soft score over ``Q`` questions.
+
+    ``predicted``: ``Q`` answer strings, or a long tensor ``(Q,)`` of answer indices together with
+    ``answer_names``; ``human_answers``: ``Q`` lists of annotators' answers (10 each in VQA).
+    With a single answer per question given by every annotator it equals exact-match accuracy."""
+    if isinstance(predicted, torch.Tensor):
+        if answer_names is None or predicted.dim() != 1:
+            raise ValueError("a tensor of predictions must be (Q,) answer indices, with answer_names")
+        predicted = [answer_names[i] for i in predicted.tolist()]
+    if len(predicted) == 0:
+        raise ValueError("no predictions to score")
+    if len(predicted) != len(human_answers):
+        raise ValueError(f"{len(predicted)} predictions but {len(human_answers)} lists of human answers")
+    return float(np.mean([vqa_answer_score(p, humans, leave_one_out) for p, humans in zip(predicted, human_answers)]))

@@ -168,3 +168,62 @@ def test_object_blind_accuracy_is_the_best_answer_that_ignores_the_named_object(
         object_blind_accuracy(no_scenes)
     with pytest.raises(ValueError, match="part must be 'train' or 'test'"):
         relational_split("smoke", "validation")
+
+
+# --- VQA's soft accuracy (Antol et al. 2015) ---------------------------------------------------
+
+from attn_tutorial.vqa_data import vqa_answer_score, vqa_soft_accuracy  # noqa: E402
+
+BUS = ["red"] * 6 + ["dark red"] * 2 + ["maroon", "orange"]  # the chapter's worked example
+
+
+def leave_one_out_by_enumeration(prediction: str, humans: list[str]) -> float:
+    import itertools
+
+    subsets = list(itertools.combinations(humans, len(humans) - 1))
+    return float(np.mean([min(sum(a == prediction for a in s) / 3, 1.0) for s in subsets]))
+
+
+def test_soft_score_of_the_worked_example():
+    assert [vqa_answer_score(a, BUS) for a in ("red", "dark red", "maroon", "blue")] == pytest.approx([1, 2 / 3, 1 / 3, 0])
+    official = [vqa_answer_score(a, BUS, leave_one_out=True) for a in ("red", "dark red", "maroon", "blue")]
+    assert official == pytest.approx([1.0, 0.6, 0.3, 0.0])
+    assert vqa_soft_accuracy(["red", "dark red", "maroon"], [BUS] * 3) == pytest.approx((1 + 2 / 3 + 1 / 3) / 3)
+
+
+@pytest.mark.parametrize("matches", range(11))
+def test_three_or_more_humans_give_full_credit_and_leave_one_out_matches_enumeration(matches):
+    humans = ["yes"] * matches + ["no"] * (10 - matches)
+    assert vqa_answer_score("yes", humans) == pytest.approx(min(matches / 3, 1))
+    if matches >= 3:
+        assert vqa_answer_score("yes", humans) == 1.0
+    official = vqa_answer_score("yes", humans, leave_one_out=True)
+    assert official == pytest.approx(leave_one_out_by_enumeration("yes", humans))
+    assert (official == 1.0) == (matches >= 4)  # exactly three agreeing annotators: 0.9 officially
+
+
+def test_soft_accuracy_equals_exact_accuracy_when_all_annotators_agree():
+    truth = ["square", "circle", "left", "3", "top"]
+    predicted = ["square", "square", "left", "2", "top"]
+    humans = [[answer] * 10 for answer in truth]
+    exact = np.mean([p == t for p, t in zip(predicted, truth)])
+    for loo in (False, True):
+        assert vqa_soft_accuracy(predicted, humans, leave_one_out=loo) == pytest.approx(exact)
+
+
+def test_soft_accuracy_takes_answer_indices_with_their_names():
+    names = ["red", "dark red", "maroon"]
+    assert vqa_soft_accuracy(torch.tensor([0, 1]), [BUS, BUS], answer_names=names) == pytest.approx((1 + 2 / 3) / 2)
+
+
+def test_soft_accuracy_refuses_bad_input():
+    with pytest.raises(ValueError, match="no predictions"):
+        vqa_soft_accuracy([], [])
+    with pytest.raises(ValueError, match="2 predictions but 1"):
+        vqa_soft_accuracy(["a", "b"], [["a"] * 10])
+    with pytest.raises(ValueError, match="at least one human answer"):
+        vqa_soft_accuracy(["a"], [[]])
+    with pytest.raises(ValueError, match="answer_names"):
+        vqa_soft_accuracy(torch.tensor([0]), [["a"]])
+    with pytest.raises(ValueError, match="at least two"):
+        vqa_answer_score("a", ["a"], leave_one_out=True)
