@@ -60,6 +60,9 @@ def preview(draw, path: Path) -> None:
 
     path.parent.mkdir(parents=True, exist_ok=True)
     with plt.rc_context(_common.STYLE):
+        import torch
+
+        torch.manual_seed(0)  # the same numbers as in the SVG
         fig = draw()
         fig.savefig(path, format="png", bbox_inches="tight", dpi=80)
         plt.close(fig)
