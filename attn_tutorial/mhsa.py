@@ -182,3 +182,61 @@ class MultiHeadSelfAttention(nn.Module):
                 mha.in_proj_bias.copy_(self.in_proj.bias)
                 mha.out_proj.bias.copy_(self.out_proj.bias)
         return mha.to(self.in_proj.weight)
+
+
+def causal_mask(length: int, device=None) -> torch.Tensor:
+    """The causal mask ``(T, T)``, bool, True = may attend: query ``t`` sees keys ``s <= t``
+    (the lower triangle with the diagonal). Pass it as ``attn_mask`` of :class:`MultiHeadSelfAttention`.
+
+    ``nn.Transformer.generate_square_subsequent_mask`` is the float complement (``-inf`` above
+    the diagonal, 0 elsewhere)."""
+    if isinstance(length, bool) or not isinstance(length, int) or length < 1:
+        raise ValueError(f"causal_mask needs an integer length T >= 1, got {length!r}")
+    return torch.ones(length, length, dtype=torch.bool, device=device).tril()
+
+
+def sinusoidal_positions(length: int, dim: int) -> torch.Tensor:
+    """Fixed positional encodings (Vaswani et al. 2017), float32 of shape ``(T, D)``.
+
+    For positions ``t = 0 .. T-1`` and pairs ``i = 0 .. D/2 - 1``:
+    ``P[t, 2i] = sin(t / 10000^(2i/D))`` and ``P[t, 2i+1] = cos(t / 10000^(2i/D))``.
+    Each pair turns at its own frequency, from one radian per position down to ~1/10000."""
+    if isinstance(length, bool) or not isinstance(length, int) or length < 1:
+        raise ValueError(f"sinusoidal_positions needs an integer length T >= 1, got {length!r}")
+    if isinstance(dim, bool) or not isinstance(dim, int) or dim < 2 or dim % 2:
+        raise ValueError(f"sinusoidal_positions needs an even width D >= 2 (sin/cos pairs), got dim={dim!r}")
+    positions = torch.arange(length, dtype=torch.float64)[:, None]  # (T, 1); float64: exact for long T
+    frequencies = 10000.0 ** (-torch.arange(0, dim, 2, dtype=torch.float64) / dim)  # (D/2,): 1 / 10000^(2i/D)
+    angles = positions * frequencies  # (T, D/2)
+    table = torch.empty(length, dim, dtype=torch.float64)
+    table[:, 0::2] = angles.sin()  # even columns
+    table[:, 1::2] = angles.cos()  # odd columns
+    return table.float()
+
+
+class LearnedPositions(nn.Module):
+    """Learned absolute positions: adds row ``t`` of an ``nn.Embedding(max_len, D)`` to token ``t``.
+
+    Args:
+        max_len: the most positions the layer knows; longer inputs raise ``ValueError``.
+        dim: model width ``D``.
+
+    Shapes: x ``(B, T, D)`` with ``T <= max_len`` -> ``(B, T, D)``.
+    """
+
+    def __init__(self, max_len: int, dim: int):
+        super().__init__()
+        if max_len < 1 or dim < 1:
+            raise ValueError(f"LearnedPositions needs max_len >= 1 and dim >= 1, got max_len={max_len}, dim={dim}")
+        self.max_len, self.dim = max_len, dim
+        self.embedding = nn.Embedding(max_len, dim)  # (max_len, D): one learned vector per position
+        nn.init.normal_(self.embedding.weight, std=0.02)  # small, like BERT's, next to the token embeddings
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        check_width(x, self.dim)
+        length = x.shape[1]
+        if length > self.max_len:
+            raise ValueError(f"sequence length T = {length} is longer than max_len = {self.max_len} of "
+                             "LearnedPositions: truncate the input or build the layer with a larger max_len")
+        positions = torch.arange(length, device=x.device)  # (T,)
+        return x + self.embedding(positions)  # (B, T, D) + (T, D), broadcast over the batch

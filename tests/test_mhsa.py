@@ -13,8 +13,9 @@ import torch.nn.functional as F
 from torch import nn
 
 from attn_tutorial import text, training
-from attn_tutorial.mhsa import (MultiHeadSelfAttention, combine_masks, explicit_attention, merge_heads,
-                                sdpa_attention, split_heads)
+from attn_tutorial.mhsa import (LearnedPositions, MultiHeadSelfAttention, causal_mask, combine_masks,
+                                explicit_attention, merge_heads, sdpa_attention, sinusoidal_positions,
+                                split_heads)
 from attn_tutorial.mhsa_costs import (attention_matrix_bytes, batch_size_for, block_local_attention,
                                       block_local_mask, chunked_attention, compare_with_torch,
                                       measure_peak_memory)
@@ -322,6 +323,112 @@ def test_layer_rejects_bad_input():
             MultiHeadSelfAttention(32, 4, dropout=p)
     with pytest.raises(ValueError, match="only nn.MultiheadAttention with kdim = vdim = embed_dim"):
         MultiHeadSelfAttention.from_torch(nn.MultiheadAttention(32, 4, kdim=16, vdim=16))
+
+
+# ---------------------------------------------------------------- word order: causal mask, positions
+
+
+def test_causal_mask_is_the_lower_triangle_and_pytorchs_complement():
+    mask = causal_mask(4)
+    assert mask.dtype == torch.bool and mask.shape == (4, 4)
+    assert torch.equal(mask, torch.tensor([[1, 0, 0, 0], [1, 1, 0, 0], [1, 1, 1, 0], [1, 1, 1, 1]], dtype=torch.bool))
+    assert torch.equal(mask, nn.Transformer.generate_square_subsequent_mask(4) == 0)  # -inf = forbidden
+    assert causal_mask(1).tolist() == [[True]]
+
+
+@pytest.mark.parametrize("implementation", ["sdpa", "explicit"])
+def test_causal_mask_in_the_layer_equals_is_causal_and_nn_multihead_attention(implementation):
+    ours, reference = layer_and_reference()
+    x, _ = padded_states()
+    with torch.no_grad():
+        out = ours(x, attn_mask=causal_mask(7), implementation=implementation)[0]
+        q, k, v = (split_heads(t, 4) for t in ours.in_proj(x).chunk(3, dim=-1))  # each (B, H, T, d_h)
+        by_sdpa = ours.out_proj(merge_heads(F.scaled_dot_product_attention(q, k, v, is_causal=True)))
+        by_torch = reference(x, x, x, attn_mask=nn.Transformer.generate_square_subsequent_mask(7),
+                             need_weights=False)[0]
+    torch.testing.assert_close(out, by_sdpa)
+    torch.testing.assert_close(out, by_torch)
+
+
+def test_causal_outputs_do_not_depend_on_future_tokens():
+    """The gradient of output t with respect to every later input is exactly zero, and changing
+    token 4 changes outputs 4.. only."""
+    ours, _ = layer_and_reference()
+    x = torch.randn(2, 7, 32, requires_grad=True)
+    out = ours(x, attn_mask=causal_mask(7))[0]
+    (grad,) = torch.autograd.grad(out[:, 3].sum(), x)
+    assert torch.all(grad[:, 4:] == 0) and grad[:, :4].abs().sum() > 0
+    with torch.no_grad():
+        changed = x.detach().clone()
+        changed[:, 4] += 1.0
+        later = ours(changed, attn_mask=causal_mask(7))[0]
+    torch.testing.assert_close(later[:, :4], out[:, :4].detach())
+    assert not torch.allclose(later[:, 4:], out[:, 4:].detach())
+
+
+def test_sinusoidal_positions_match_the_formula():
+    T, D = 50, 16
+    table = sinusoidal_positions(T, D)
+    assert table.shape == (T, D) and table.dtype == torch.float32
+    for t in (0, 1, 7, 49):
+        for i in (0, 3, 7):
+            angle = torch.tensor(t / 10000 ** (2 * i / D), dtype=torch.float64)
+            assert table[t, 2 * i].item() == pytest.approx(torch.sin(angle).item(), abs=1e-6)
+            assert table[t, 2 * i + 1].item() == pytest.approx(torch.cos(angle).item(), abs=1e-6)
+    assert torch.equal(table[0, 0::2], torch.zeros(D // 2)) and torch.equal(table[0, 1::2], torch.ones(D // 2))
+
+
+def test_sinusoidal_positions_are_distinct_and_a_shift_is_a_fixed_rotation():
+    T, D, k = 64, 32, 5
+    table = sinusoidal_positions(T, D)
+    distances = torch.cdist(table, table) + torch.eye(T) * 10  # (T, T), diagonal pushed out of the way
+    assert distances.min() > 0.1  # every position has its own code
+    omega = 10000.0 ** (-torch.arange(0, D, 2, dtype=torch.float32) / D)  # (D/2,)
+    c, s = torch.cos(k * omega), torch.sin(k * omega)
+    pairs = table.view(T, D // 2, 2)  # (T, D/2, (sin, cos))
+    rotated = torch.stack([pairs[..., 0] * c + pairs[..., 1] * s, pairs[..., 1] * c - pairs[..., 0] * s], -1)
+    torch.testing.assert_close(rotated[:-k], pairs[k:], atol=1e-5, rtol=0)  # same rotation for every t
+
+
+def test_self_attention_is_permutation_equivariant_without_positions_only():
+    ours, _ = layer_and_reference()
+    x = torch.randn(2, 7, 32)
+    perm = torch.tensor([3, 0, 6, 1, 5, 2, 4])
+    positions = sinusoidal_positions(7, 32)
+    with torch.no_grad():
+        torch.testing.assert_close(ours(x[:, perm])[0], ours(x)[0][:, perm])
+        shuffled, permuted = ours(x[:, perm] + positions)[0], ours(x + positions)[0][:, perm]
+    assert (shuffled - permuted).abs().max() > 1e-2
+
+
+def test_learned_positions_add_one_vector_per_position():
+    torch.manual_seed(0)
+    layer = LearnedPositions(max_len=8, dim=16)
+    x = torch.randn(3, 5, 16)
+    out = layer(x)
+    assert out.shape == (3, 5, 16)
+    torch.testing.assert_close(out - x, layer.embedding.weight[:5].expand(3, 5, 16))
+    out.sum().backward()
+    assert layer.embedding.weight.grad[:5].abs().sum() > 0 and torch.all(layer.embedding.weight.grad[5:] == 0)
+    assert layer(torch.randn(1, 8, 16)).shape == (1, 8, 16)  # exactly max_len is fine
+
+
+def test_word_order_helpers_reject_bad_input():
+    for bad in (0, -3, 2.5, True):
+        with pytest.raises(ValueError, match="causal_mask needs an integer length T >= 1"):
+            causal_mask(bad)
+        with pytest.raises(ValueError, match="sinusoidal_positions needs an integer length T >= 1"):
+            sinusoidal_positions(bad, 8)
+    for bad in (0, 7, -2, 1):
+        with pytest.raises(ValueError, match=r"sinusoidal_positions needs an even width D >= 2 .*dim="):
+            sinusoidal_positions(4, bad)
+    layer = LearnedPositions(max_len=8, dim=16)
+    with pytest.raises(ValueError, match="sequence length T = 9 is longer than max_len = 8"):
+        layer(torch.randn(2, 9, 16))
+    with pytest.raises(ValueError, match=r"expected x of shape \(B, T, D\) with D = 16"):
+        layer(torch.randn(2, 5, 12))
+    with pytest.raises(ValueError, match="LearnedPositions needs max_len >= 1 and dim >= 1"):
+        LearnedPositions(0, 16)
 
 
 # ---------------------------------------------------------------- costs: chunked, local, formula, batch size
