@@ -191,12 +191,17 @@ def report_execution(out: Path, root: Path = ROOT) -> list[dict] | None:
     return bad
 
 
-def build_book(profile: str, out: Path, student: bool, strict: bool, jobs: str = "1", root: Path = ROOT) -> int:
-    """Build the book at ``root`` into ``out``; non-zero when Sphinx failed or a notebook did not execute."""
+def build_book(profile: str, out: Path, student: bool, strict: bool, jobs: str = "1", root: Path = ROOT,
+               draw_figures: bool = True) -> int:
+    """Build the book at ``root`` into ``out``; non-zero when Sphinx failed or a notebook did not execute.
+
+    The figures of the theory pages are drawn from code (book/figures) first, unless
+    ``draw_figures`` is false (the test command checks them for drift once and builds twice).
+    """
     if root == ROOT:
         copy_mathjax()  # the course's _config.yml points mathjax_path at this copy
-        # The figures are drawn from code (book/figures); redraw any that changed before Sphinx copies them.
-        subprocess.run([sys.executable, str(ROOT / "tools" / "figures.py")], check=True, cwd=ROOT)
+        if draw_figures:
+            subprocess.run([sys.executable, str(ROOT / "tools" / "figures.py")], check=True, cwd=ROOT)
     write_conf(root)
     env = book_env(profile, root)
     cmd = sphinx_command(root, out, env["ATTN_NB_CACHE"], student, strict, jobs)
@@ -249,6 +254,7 @@ def main(argv: list[str] | None = None) -> int:
     book.add_argument("--strict", action="store_true", help="warnings are errors (-W -n --keep-going)")
     book.add_argument("--out", type=Path, default=None, help="output folder (default _build/html)")
     book.add_argument("-j", "--jobs", default="1")
+    book.add_argument("--no-figures", action="store_true", help="use the committed SVGs without redrawing them")
     book.add_argument("--root", type=Path, default=ROOT, help="the book to build (default: this course; the tests build tiny ones)")
     nb = sub.add_parser("ipynb", help="write .ipynb versions of the notebooks")
     nb.add_argument("--out", type=Path, default=BUILD / "ipynb")
@@ -260,7 +266,7 @@ def main(argv: list[str] | None = None) -> int:
     profile = args.profile or default_profile()
     root = args.root.resolve()
     out = (args.out or (root / "_build" / ("student/html" if args.student else "html"))).resolve()
-    return build_book(profile, out, args.student, args.strict, args.jobs, root)
+    return build_book(profile, out, args.student, args.strict, args.jobs, root, draw_figures=not args.no_figures)
 
 
 if __name__ == "__main__":
