@@ -82,7 +82,7 @@ BATCH = [REVIEW, [["boring"], ["do", "not", "watch", "it"]]]
 
 @figure("ch06_two_level_padding")
 def two_level_padding():
-    """The word mask of a batch (B, T_s, T_w), and the real sentences packed into (N, T_w)."""
+    """The word mask of a batch (B, T_s, T_w), and the real sentences packed into (n_real, T_w)."""
     width = max(len(s) for doc in BATCH for s in doc)
     rows = max(len(doc) for doc in BATCH)
     masks = []
@@ -91,7 +91,7 @@ def two_level_padding():
         masks.append(m)
     word_mask = torch.stack(masks)  # (B, T_s, T_w)
     sentence_mask = word_mask.any(-1)  # (B, T_s)
-    packed = word_mask[sentence_mask]  # (N, T_w): the real sentences only
+    packed = word_mask[sentence_mask]  # (n_real, T_w): the real sentences only
     fig, axes = plt.subplots(1, 3, figsize=(9.0, 2.4), gridspec_kw={"width_ratios": [1, 1, 1.1]})
     for b, ax in enumerate(axes[:2]):
         heatmap(ax, word_mask[b].float().numpy(), [f"sentence {i + 1}" + ("" if sentence_mask[b, i] else " (pad)")
@@ -101,7 +101,8 @@ def two_level_padding():
         ax.set_title(f"document {b + 1}: word mask", fontsize=9)
     heatmap(axes[2], packed.float().numpy(), [f"real sentence {n + 1}" for n in range(len(packed))],
             [f"w{t + 1}" for t in range(width)], fmt="{:.0f}", cmap="Greens", vmax=2.0, masked=~packed.numpy())
-    axes[2].set_title(f"packed: x[sentence_mask], N = {len(packed)} of {word_mask.shape[0] * rows}", fontsize=9)
+    axes[2].set_title(f"packed: x[sentence_mask], {len(packed)} real of {word_mask.shape[0] * rows} rows",
+                      fontsize=9)
     fig.tight_layout()
     return fig
 
@@ -140,7 +141,7 @@ def results_han():
     ax.set_xticks(range(len(TIPS)), [label for _, label in TIPS], fontsize=8)
     ax.set_xlim(-0.5, len(TIPS) - 0.5)
     ax.set_ylim(78, 86)
-    ax.set_title("article 004's tips, IMDB subset (4,000 test reviews)", fontsize=9)
+    ax.set_title("article 004's tips, tips subset of IMDB (4,000 test reviews)", fontsize=9)
     ax.legend(fontsize=8, frameon=False, loc="upper right")
     fig.tight_layout()
     return fig
