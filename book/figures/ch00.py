@@ -89,7 +89,7 @@ def tour_model():
     grid = fig.add_gridspec(1, 3, width_ratios=[2.0, 2.6, 0.55], wspace=0.22)
     ax = fig.add_subplot(grid[0])
     ax.axis("off")
-    ax.set_title("n-gram → bucket $b$", fontsize=10)
+    ax.set_title(r"n-gram $\gamma$ → bucket $\beta$", fontsize=10)
     for r, gs in enumerate(grams):
         x0 = 0.0 if r == 0 else 0.5
         ax.text(x0, 0.98, f"review {r + 1}", fontsize=9, weight="bold", transform=ax.transAxes, va="top")
@@ -102,8 +102,8 @@ def tour_model():
     for i, j in zip(*np.nonzero(weights)):
         ax.text(j, i, f"{weights[i, j]:.1f}", ha="center", va="center", fontsize=8,
                 color="white" if weights[i, j] > 0.3 else "black")
-    ax.set_title(r"weights $c_b / \Sigma_{b'} c_{b'}$ ($|\mathcal{V}| = 16$ buckets)", fontsize=10)
-    ax.set_xlabel("bucket $b$")
+    ax.set_title(r"weights $n_\beta / \Sigma_{\beta'} n_{\beta'}$ ($|\mathcal{V}| = 16$ buckets)", fontsize=10)
+    ax.set_xlabel(r"bucket $\beta$")
     ax = fig.add_subplot(grid[2])
     lim = float(mean.abs().max())
     ax.imshow(mean.T.numpy(), cmap="RdBu_r", vmin=-lim, vmax=lim)
@@ -146,7 +146,8 @@ def results_bow():
     for ax in axes:
         ax.set_xticks(epochs)
     axes[1].legend(fontsize=8.5, frameon=False, loc="upper left", bbox_to_anchor=(1.01, 1.0))
-    fig.suptitle(f"hashed bag of n-grams on IMDB ({rec['profile']} profile, {rec['device']}, "
+    device = rec["device"].split(" (")[0].upper()  # the kind of device; threads and CPU model are in the record
+    fig.suptitle(f"hashed bag of n-grams on IMDB ({rec['profile']} profile, {device}, "
                  f"{len(rec['seeds'])} seeds)", fontsize=10)
     fig.tight_layout()
     return fig

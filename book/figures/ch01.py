@@ -45,9 +45,9 @@ def padding_mask():
     _grid(axes[0], words, mask.tolist(), "tokens")
     _grid(axes[1], [[str(i) for i in row] for row in ids.tolist()], mask.tolist(), "ids $(B, T)$, pad id 0")
     _grid(axes[2], [[str(int(m)) for m in row] for row in mask.tolist()], mask.tolist(),
-          r"mask $\mathbf{M}$: $m_{b,t} = \mathbb{1}[t \leq \ell_b]$", colour="#cdeccd")
+          r"mask $\mathbf{M}$: $m_{b,t} = \mathbb{1}[t \leq T_b]$", colour="#cdeccd")
     for b, length in enumerate(lengths.tolist()):
-        axes[2].text(ids.shape[1] + 0.3, len(TEXTS) - 0.5 - b, rf"$\ell_{b + 1} = {length}$", va="center", fontsize=9)
+        axes[2].text(ids.shape[1] + 0.3, len(TEXTS) - 0.5 - b, rf"$T_{b + 1} = {length}$", va="center", fontsize=9)
         axes[0].text(-0.2, len(TEXTS) - 0.5 - b, f"review {b + 1}", ha="right", va="center", fontsize=9)
     fig.tight_layout(w_pad=1.5)
     return fig
@@ -126,7 +126,7 @@ def pooling():
     h = states[1]  # the short review, (T, D)
     lim = float(torch.cat([h, pooled]).abs().max())
     fig, axes = plt.subplots(1, 2, figsize=(8.0, 2.7), gridspec_kw={"width_ratios": [1, 1.05]})
-    for ax, data, labels, title in ((axes[0], h, [f"t = {t}" for t in range(1, 6)], r"states $\mathbf{H}$ of review 2 ($\ell_2 = 3$)"),
+    for ax, data, labels, title in ((axes[0], h, [f"t = {t}" for t in range(1, 6)], r"states $\mathbf{H}$ of review 2 ($T_2 = 3$)"),
                                      (axes[1], pooled, list(rows), r"pooled: one vector for review 2")):
         ax.imshow(data.numpy(), cmap="RdBu_r", vmin=-lim, vmax=lim, aspect="equal")
         for i in range(data.shape[0]):
@@ -138,7 +138,7 @@ def pooling():
                         color="white" if abs(data[i, j]) > 0.6 * lim else "black")
         ax.set_yticks(range(data.shape[0]), labels)
         ax.set_xticks(range(data.shape[1]), [str(d) for d in range(1, data.shape[1] + 1)])
-        ax.set_xlabel("feature $d$")
+        ax.set_xlabel("feature $i$")
         ax.tick_params(length=0)
         ax.set_title(title, fontsize=10)
         for side in ("top", "right", "bottom", "left"):
@@ -169,7 +169,8 @@ def results_imdb():
     ax.set_ylim(-0.5, len(models) - 0.5)
     ax.set_xlabel("IMDB test split (%), mean ± sample std")
     rec = record("ch01_bilstm")
-    ax.set_title(f"{rec['profile']} profile, {rec['device']}, {len(rec['seeds'])} seeds each", fontsize=10)
+    device = rec["device"].split(" (")[0].upper()  # the kind of device; threads and CPU model are in the record
+    ax.set_title(f"{rec['profile']} profile, {device}, {len(rec['seeds'])} seeds each", fontsize=10)
     ax.legend(frameon=False, fontsize=8.5, loc="lower right")
     ax.grid(axis="x", alpha=0.3)
     return fig

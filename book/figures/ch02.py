@@ -78,8 +78,8 @@ def score_functions_figure():
     box(ax, (3.0, 0.5), 1.6, 0.8, r"$\mathbf{h}_t$", colour="#9ecae1")
     box(ax, (0.0, 2.0), 2.2, 0.8, r"$\mathbf{W}_Q$", colour="white")
     box(ax, (2.7, 2.0), 2.2, 0.8, r"$\mathbf{W}_K$", colour="white")
-    box(ax, (1.0, 3.3), 3.2, 0.8, r"$+$, then $\tanh$  ($d_a$)", colour="white")
-    box(ax, (1.5, 4.5), 2.2, 0.7, r"$\mathbf{w}^\top(\cdot)$", colour="white")
+    box(ax, (0.8, 3.3), 3.6, 0.8, r"$+\,\mathbf{b}$, then $\tanh$  ($d_a$)", colour="white")
+    box(ax, (1.5, 4.5), 2.2, 0.7, r"$(\cdot)\,\mathbf{w}$", colour="white")
     box(ax, (5.6, 4.45), 1.3, 0.8, r"$e_t$", colour=GREEN)
     arrow(ax, (1.1, 1.3), (1.1, 2.0))
     arrow(ax, (3.8, 1.3), (3.8, 2.0))
@@ -87,14 +87,14 @@ def score_functions_figure():
     arrow(ax, (3.8, 2.8), (3.2, 3.3))
     arrow(ax, (2.6, 4.1), (2.6, 4.5))
     arrow(ax, (3.7, 4.85), (5.6, 4.85))
-    ax.text(5.1, 1.9, "$d_a$ hidden units;\nwidths of $\\mathbf{q}$, $\\mathbf{h}_t$\nmay differ;\nparameters\n$\\mathbf{W}_Q, \\mathbf{W}_K, \\mathbf{w}$",
+    ax.text(5.1, 1.9, "$d_a$ hidden units;\nwidths of $\\mathbf{q}$, $\\mathbf{h}_t$\nmay differ;\nparameters\n$\\mathbf{W}_Q, \\mathbf{W}_K, \\mathbf{b}, \\mathbf{w}$",
             fontsize=8.5, va="center", color="#333333")
     ax.plot([9.1, 9.1], [0.3, 5.7], color=GREY, linewidth=0.8)
     # scaled dot product
     ax.text(13.6, 5.6, "scaled dot product (Transformer)", ha="center", fontsize=11, weight="bold")
     box(ax, (10.0, 0.5), 1.6, 0.8, r"$\mathbf{q}$", colour=ORANGE)
     box(ax, (12.8, 0.5), 1.6, 0.8, r"$\mathbf{h}_t$", colour="#9ecae1")
-    box(ax, (10.6, 2.2), 3.2, 0.8, r"$\mathbf{q}^\top \mathbf{h}_t$", colour="white")
+    box(ax, (10.6, 2.2), 3.2, 0.8, r"$\mathbf{q} \mathbf{h}_t^\top$", colour="white")
     box(ax, (10.6, 3.6), 3.2, 0.8, r"$\div \sqrt{D}$", colour="white")
     box(ax, (15.0, 3.6), 1.3, 0.8, r"$e_t$", colour=GREEN)
     arrow(ax, (10.8, 1.3), (11.5, 2.2))
@@ -117,10 +117,10 @@ def scaling_figure():
     q, k = torch.randn(trials, 1, D, generator=g), torch.randn(trials, T, D, generator=g)
     raw = (q @ k.transpose(1, 2)).flatten()
     bins = np.linspace(-60, 60, 61)
-    axes[0].hist(raw.numpy(), bins=bins, color=RED, alpha=0.7, label=rf"$\mathbf{{q}}^\top\mathbf{{k}}$ (std {raw.std():.1f})")
+    axes[0].hist(raw.numpy(), bins=bins, color=RED, alpha=0.7, label=rf"$\mathbf{{q}}\mathbf{{k}}^\top$ (std {raw.std():.1f})")
     scaled = raw / math.sqrt(D)
     axes[0].hist(scaled.numpy(), bins=bins, color=BLUE, alpha=0.7,
-                 label=rf"$\mathbf{{q}}^\top\mathbf{{k}}/\sqrt{{D}}$ (std {scaled.std():.2f})")
+                 label=rf"$\mathbf{{q}}\mathbf{{k}}^\top/\sqrt{{D}}$ (std {scaled.std():.2f})")
     axes[0].set(xlabel="score", ylabel="count", ylim=(0, 1.45 * axes[0].get_ylim()[1]),
                 title=f"scores of random vectors, $D = {D}$")
     axes[0].legend(fontsize=8, frameon=False, loc="upper left")
@@ -166,7 +166,7 @@ def pooling_figure():
         bars.text(t, w[t] + 0.03, f"{w[t]:.2f}", ha="center", fontsize=8)
     bars.set(xlim=(-0.5, T - 0.5), ylim=(0, 1.0), ylabel=r"weight $\alpha_t$")
     bars.set_xticks([])
-    bars.set_title(r"scores $e_t = \mathbf{q}^\top\mathbf{h}_t/\sqrt{D}$ $\rightarrow$ masked softmax", fontsize=10)
+    bars.set_title(r"scores $e_t = \mathbf{q}\mathbf{h}_t^\top/\sqrt{D}$ $\rightarrow$ masked softmax", fontsize=10)
 
     limit = float(np.abs(H).max())
     padded = [[not bool(mask[0, t]) for t in range(T)] for _ in range(D)]
@@ -199,7 +199,7 @@ def hops_figure():
     """Three hops of structured self-attention: diffuse, redundant and distinct, with their penalty."""
     torch.manual_seed(0)
     hops, T = 3, 8
-    sharp = 6.0
+    sharp = 12.0  # large enough that the focused rows are one-hot to four decimals
     cases = {
         "diffuse (as at initialisation)": 0.3 * torch.randn(hops, T),
         "focused on the same position": sharp * torch.nn.functional.one_hot(torch.full((hops,), 2), T).float(),
@@ -208,6 +208,8 @@ def hops_figure():
     fig, axes = plt.subplots(1, 3, figsize=(9.6, 1.9), gridspec_kw={"wspace": 0.12})
     for ax, (title, scores) in zip(axes, cases.items()):
         A = masked_softmax(scores, None)
+        if "focused" in title:  # the caption and alt text call these rows one-hot
+            assert (A.max(-1).values > 0.9999).all()
         heatmap(ax, A, [f"hop {i + 1}" for i in range(hops)] if ax is axes[0] else [],
                 [str(t) for t in range(1, T + 1)], vmax=1.0, fmt="{:.1f}")
         ax.set_title(f"{title}\n$P = {_penalty(A):.2f}$", fontsize=9.5)
