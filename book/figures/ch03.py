@@ -44,13 +44,13 @@ def heads_figure():
     fig = plt.figure(figsize=(9.5, 2.6))
     grid = fig.add_gridspec(1, 7, width_ratios=[1.6, 0.45, 1.0, 0.15, 1.0, 0.45, 1.6], wspace=0.12)
     _values(fig.add_subplot(grid[0]), queries, r"$\mathbf{Q}$ $(T \times D)$", blocks=H)
-    for h in range(H):
-        ax = fig.add_subplot(grid[2 + 2 * h])
-        heatmap(ax, weights[0, h], None, None, fmt="{:.1f}")
-        ax.set_title(f"$\\mathbf{{A}}_{h + 1}$ $(T \\times T)$", color=HEAD_COLOURS[h], fontsize=10)
+    for j in range(H):
+        ax = fig.add_subplot(grid[2 + 2 * j])
+        heatmap(ax, weights[0, j], None, None, fmt="{:.1f}")
+        ax.set_title(f"$\\mathbf{{A}}^{{({j + 1})}}$ $(T \\times T)$", color=HEAD_COLOURS[j], fontsize=10)
         for side in ax.spines.values():
             side.set_visible(True)
-            side.set_edgecolor(HEAD_COLOURS[h])
+            side.set_edgecolor(HEAD_COLOURS[j])
             side.set_linewidth(2.0)
     _values(fig.add_subplot(grid[6]), merged, r"$[\mathbf{O}_1; \mathbf{O}_2]$ $(T \times D)$", blocks=H)
     for column, text in ((1, "split"), (5, "merge")):
@@ -93,14 +93,14 @@ def positions_figure():
     table = sinusoidal_positions(T, D)  # (T, D)
     fig, axes = plt.subplots(1, 2, figsize=(9.0, 3.3), gridspec_kw={"width_ratios": [1.1, 1.2]})
     image = axes[0].imshow(table, cmap="RdBu_r", vmin=-1, vmax=1, aspect="equal")
-    axes[0].set_xlabel("feature $j$ (even: sin, odd: cos)")
+    axes[0].set_xlabel("feature index (even: sin, odd: cos)")
     axes[0].set_ylabel("position $t$")
     axes[0].set_title(r"$\mathbf{P}$ $(T = 32, D = 32)$", fontsize=10)
     fig.colorbar(image, ax=axes[0], shrink=0.8)
-    for j, colour in zip((2, 6, 12, 20), (BLUE, ORANGE, GREEN, PURPLE)):
-        axes[1].plot(range(T), table[:, j], marker=".", color=colour, label=f"column {j}")
+    for i, colour in zip((1, 3, 6, 10), (BLUE, ORANGE, GREEN, PURPLE)):  # pair i: column 2i is sin(w_i t)
+        axes[1].plot(range(T), table[:, 2 * i], marker=".", color=colour, label=f"column {2 * i} ($i = {i}$)")
     axes[1].set_xlabel("position $t$")
-    axes[1].set_ylabel(r"$P_{t,j}$")
+    axes[1].set_ylabel(r"$P_{t,2i} = \sin(\omega_i t)$")
     axes[1].set_title("each sin/cos pair turns at its own frequency", fontsize=10)
     axes[1].legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0), frameon=False)
     fig.tight_layout()

@@ -175,7 +175,7 @@ def results_retrieval_figure():
         ax.minorticks_off()
         ax.set_xlabel("pairs $T$")
     axes[0].set_ylabel("accuracy (%)")
-    axes[1].set_ylabel("share of |weight| on target")
+    axes[1].set_ylabel("target mass (share of |weight|)")
     axes[1].set_ylim(0, 0.8)
     axes[0].legend(fontsize=8, frameon=False, loc="lower left")
     axes[0].set_title("retrieval accuracy (± std over 3 seeds)", fontsize=10)
