@@ -90,9 +90,9 @@ def alternating_coattention_figure():
     assert torch.allclose(w2, a_v) and torch.allclose(w3, a_q)  # the steps are the module's forward
 
     fig, axes = plt.subplots(1, 3, figsize=(9.0, 2.8))
-    steps = [(w1[0], WORDS, BLUE, r"1. $\bar{\mathbf{h}} = \mathcal{A}(\mathbf{H};\, \mathbf{0})$: words, no guide"),
-             (w2[0], REGIONS, ORANGE, r"2. $\hat{\mathbf{r}} = \mathcal{A}(\mathbf{R};\, \bar{\mathbf{h}})$: regions"),
-             (w3[0], WORDS, BLUE, r"3. $\hat{\mathbf{h}} = \mathcal{A}(\mathbf{H};\, \hat{\mathbf{r}})$: words again")]
+    steps = [(w1[0], WORDS, BLUE, r"1. $\bar{\mathbf{h}} = \mathrm{Att}(\mathbf{H};\, \mathbf{0})$: words, no guide"),
+             (w2[0], REGIONS, ORANGE, r"2. $\hat{\mathbf{r}} = \mathrm{Att}(\mathbf{R};\, \bar{\mathbf{h}})$: regions"),
+             (w3[0], WORDS, BLUE, r"3. $\hat{\mathbf{h}} = \mathrm{Att}(\mathbf{H};\, \hat{\mathbf{r}})$: words again")]
     for ax, (w, labels, colour, title) in zip(axes, steps):
         w = w.numpy()
         bar_colours = [colour if label != "<pad>" else PAD_COLOUR for label in labels]

@@ -70,9 +70,9 @@ def low_rank_figure():
     with torch.no_grad():
         fq, fk = layer.query(q)[0], layer.key(k)[0, 0]  # sigma(q U_q), sigma(k U_k): (r,)
         prod = fq * fk
-        p, b = layer.pool.weight[0], layer.pool.bias[0]
-        score = float(prod @ p + b)
-        assert abs(score - float(layer.scores(q, k)[0, 0])) < 1e-6  # the figure computes what the layer does
+        pi, bias = layer.pool.weight[0], layer.pool.bias[0]
+        score = float(prod @ pi)  # e = (.) pi; the layer adds a scalar bias, the same for every key
+        assert abs(score + float(bias) - float(layer.scores(q, k)[0, 0])) < 1e-6  # what the layer does
 
     fig = plt.figure(figsize=(9.0, 3.0))
 
@@ -91,10 +91,10 @@ def low_rank_figure():
 
     strip(0.02, 0.68, q[0], r"query $\mathbf{q}$ ($D$)", signed=True)
     strip(0.02, 0.18, k[0, 0], r"key $\mathbf{k}_s$ ($D$)", signed=True)
-    strip(0.30, 0.68, fq, r"$\sigma(\mathbf{q}^\top\mathbf{U}_q)$ ($r$)", cmap="Blues")
-    strip(0.30, 0.18, fk, r"$\sigma(\mathbf{k}_s^\top\mathbf{U}_k)$ ($r$)", cmap="Oranges")
+    strip(0.30, 0.68, fq, r"$\sigma(\mathbf{q}\mathbf{U}_q)$ ($r$)", cmap="Blues")
+    strip(0.30, 0.18, fk, r"$\sigma(\mathbf{k}_s\mathbf{U}_k)$ ($r$)", cmap="Oranges")
     strip(0.62, 0.43, prod, r"product $\odot$ ($r$)", cmap="Purples")
-    strip(0.62, 0.05, p, r"pooling vector $\mathbf{p}$ ($r$)", signed=True)
+    strip(0.62, 0.05, pi, r"pooling vector $\boldsymbol{\pi}$ ($r$)", signed=True)
     overlay = fig.add_axes([0, 0, 1, 1])
     overlay.set_xlim(0, 1)
     overlay.set_ylim(0, 1)
@@ -107,7 +107,7 @@ def low_rank_figure():
     arrow(overlay, (0.53, 0.28), (0.62, 0.45))
     arrow(overlay, (0.85, 0.49), (0.90, 0.49))
     arrow(overlay, (0.85, 0.11), (0.90, 0.43))
-    overlay.text(0.905, 0.49, f"score\n$s = (\\cdot)\\,\\mathbf{{p}} + b$\n$= {score:.2f}$", va="center", fontsize=9)
+    overlay.text(0.905, 0.49, f"score\n$e = (\\cdot)\\,\\boldsymbol{{\\pi}}$\n$= {score:.2f}$", va="center", fontsize=9)
     overlay.text(0.02, 0.97, f"$D = {dim}$, rank $r = {rank}$ (untrained): the score is a sum of $r$ products of non-linear features",
                  fontsize=9, va="top")
     return fig

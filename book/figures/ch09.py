@@ -82,8 +82,8 @@ def query_vs_pairs():
 
 @figure("ch09_softmax_count")
 def softmax_count():
-    """With a finite score gap, the mass on the m matching cells grows with m: the pooled vector
-    tells m apart, though each matching cell's weight shrinks."""
+    """With a finite score gap delta, the mass on the mu matching cells grows with mu: the pooled vector
+    tells mu apart, though each matching cell's weight shrinks."""
     cells = 64
     ms = np.arange(1, 7)
     fig, axes = plt.subplots(1, 2, figsize=(8.6, 3.0))
@@ -95,12 +95,12 @@ def softmax_count():
             weights = masked_softmax(scores, None)[0]
             mass.append(100 * float(weights[:m].sum()))
             per_cell.append(100 * float(weights[0]))
-        axes[0].plot(ms, mass, "o-", color=colour, label=f"score gap {gap:g}")
-        axes[1].plot(ms, per_cell, "o-", color=colour, label=f"score gap {gap:g}")
-    axes[0].set(xlabel="matching cells $m$ (of $N = 64$)", ylabel="weight on the matches (%)", ylim=(0, 100),
-                title="mass on the $m$ matches: grows with $m$")
-    axes[1].set(xlabel="matching cells $m$ (of $N = 64$)", ylabel="weight per matching cell (%)", ylim=(0, 100),
-                title="weight per match: about $1/m$ of the mass")
+        axes[0].plot(ms, mass, "o-", color=colour, label=f"score gap $\\delta = {gap:g}$")
+        axes[1].plot(ms, per_cell, "o-", color=colour, label=f"score gap $\\delta = {gap:g}$")
+    axes[0].set(xlabel=r"matching cells $\mu$ (of $N = 64$)", ylabel="weight on the matches (%)", ylim=(0, 100),
+                title=r"mass on the $\mu$ matches: grows with $\mu$")
+    axes[1].set(xlabel=r"matching cells $\mu$ (of $N = 64$)", ylabel="weight per matching cell (%)", ylim=(0, 100),
+                title=r"weight per match: about $1/\mu$ of the mass")
     axes[0].legend(fontsize=8, frameon=False, loc="lower right")
     for ax in axes:
         ax.set_xticks(ms)
