@@ -26,7 +26,8 @@ def select_types(split: VQASplit, types: tuple[str, ...]) -> VQASplit:
                     image_index=split.image_index[rows], answers=split.answers[rows],
                     question_types=[split.question_types[q] for q in keep], relational=split.relational[rows],
                     answer_names=split.answer_names,
-                    scenes={k: (v[rows] if k == "question_colour" else v) for k, v in split.scenes.items()})
+                    scenes={k: (v[rows] if k == "question_colour" else v) for k, v in split.scenes.items()},
+                    features=split.features)  # per image, like the images: kept whole
 
 
 # Training images (before the 10 % validation split) and epochs of each budget, per profile.

@@ -55,6 +55,13 @@ def test_select_types_keeps_only_those_questions_with_their_images_and_answers()
         assert horizontal.answer_text(q) == ("left" if x < 32 else "right")
     both = select_types(split, ("shape", "count"))
     assert set(both.question_types) == {"shape", "count"} and not both.relational.all() and both.relational.any()
+    # cached region features belong to the images, so they travel with them
+    import dataclasses
+
+    import torch
+
+    with_features = dataclasses.replace(split, features=torch.randn(len(split.images), 8, 5))
+    assert select_types(with_features, ("shape",)).features is with_features.features
 
 
 def test_select_types_rejects_unknown_or_no_types():
