@@ -130,3 +130,24 @@ def diagram_axes(width=7.0, height=3.0, xlim=(0, 10), ylim=(0, 4)):
     ax.set_ylim(*ylim)
     ax.axis("off")
     return fig, ax
+
+
+def grouped_bars(ax, models, types, profile: str = "cpu"):
+    """Recorded accuracy per question type, one bar per model, sample-std error bars over seeds.
+
+    ``models``: ``(experiment, label, colour)``; ``types``: ``(metric key, tick label)``.
+    """
+    import numpy as np
+
+    width = 0.8 / len(models)
+    for i, (name, label, colour) in enumerate(models):
+        stats = [metric(name, key, profile) for key, _ in types]
+        x = np.arange(len(types)) + (i - (len(models) - 1) / 2) * width
+        ax.bar(x, [m for m, _, _ in stats], width, yerr=[s for _, s, _ in stats], capsize=2, color=colour,
+               label=f"{label} ({stats[0][2]} seeds)".replace("\n", " "))
+    ax.set_xticks(range(len(types)), [t for _, t in types])
+    ax.set_ylabel("test accuracy (%)")
+    ax.set_ylim(0, 110)
+    ax.set_yticks(range(0, 101, 20))
+    ax.legend(fontsize=8, ncol=2, loc="upper center", bbox_to_anchor=(0.5, -0.1), frameon=False)
+    return ax

@@ -1,10 +1,9 @@
 """Figures of chapter 7: co-attention."""
 
 import matplotlib.pyplot as plt
-import numpy as np
 import torch
 
-from _common import BLUE, GREEN, GREY, ORANGE, PAD_COLOUR, SKY, caption_source, figure, metric, record  # noqa: F401
+from _common import BLUE, GREEN, GREY, ORANGE, PAD_COLOUR, SKY, caption_source, figure, grouped_bars, record  # noqa: F401
 
 from attn_tutorial.coattention import AlternatingCoAttention, ParallelCoAttention
 
@@ -117,18 +116,7 @@ TYPES = [("non_relational", "non-relational"), ("type_count", "count"),
 def results_accuracy_figure():
     """Test accuracy per question type, mean and sample std over seeds, of both co-attention models."""
     fig, ax = plt.subplots(figsize=(8.6, 3.4))
-    width = 0.8 / len(MODELS)
-    for i, (name, label, colour) in enumerate(MODELS):
-        stats = [metric(name, key) for key, _ in TYPES]
-        means, stds = [m for m, _, _ in stats], [s for _, s, _ in stats]
-        n = stats[0][2]
-        x = np.arange(len(TYPES)) + (i - (len(MODELS) - 1) / 2) * width
-        ax.bar(x, means, width, yerr=stds, capsize=2, color=colour, label=f"{label} ({n} seeds)".replace("\n", " "))
-    ax.set_xticks(range(len(TYPES)), [t for _, t in TYPES])
-    ax.set_ylabel("test accuracy (%)")
-    ax.set_ylim(0, 110)
-    ax.set_yticks(range(0, 101, 20))
-    ax.legend(fontsize=8, ncol=2, loc="upper center", bbox_to_anchor=(0.5, -0.1), frameon=False)
+    grouped_bars(ax, MODELS, TYPES)
     ax.set_title("relational set: pretrained region features vs features learnt from pixels", fontsize=10)
     fig.tight_layout()
     return fig

@@ -4,7 +4,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import torch
 
-from _common import BLUE, GREY, ORANGE, PAD_COLOUR, SKY, arrow, figure, heatmap, metric
+from _common import BLUE, GREY, ORANGE, PAD_COLOUR, SKY, arrow, figure, grouped_bars, heatmap
 
 from attn_tutorial.bilinear import BilinearAttentionMap, LowRankBilinearAttention, SparseBilinearAttention
 
@@ -165,17 +165,7 @@ MODELS = [("ch08_ban_features", "BAN, pretrained features", BLUE),
 def results_accuracy_figure():
     """Test accuracy per question type of BAN (features, pixels) beside chapter 7's models on features."""
     fig, ax = plt.subplots(figsize=(8.6, 3.4))
-    width = 0.8 / len(MODELS)
-    for i, (name, label, colour) in enumerate(MODELS):
-        stats = [metric(name, key) for key, _ in TYPES]
-        x = np.arange(len(TYPES)) + (i - (len(MODELS) - 1) / 2) * width
-        ax.bar(x, [m for m, _, _ in stats], width, yerr=[s for _, s, _ in stats], capsize=2, color=colour,
-               label=f"{label} ({stats[0][2]} seeds)")
-    ax.set_xticks(range(len(TYPES)), [t for _, t in TYPES])
-    ax.set_ylabel("test accuracy (%)")
-    ax.set_ylim(0, 110)
-    ax.set_yticks(range(0, 101, 20))
-    ax.legend(fontsize=8, ncol=2, loc="upper center", bbox_to_anchor=(0.5, -0.1), frameon=False)
+    grouped_bars(ax, MODELS, TYPES)
     ax.set_title("relational set: BAN beside co-attention", fontsize=10)
     fig.tight_layout()
     return fig
