@@ -222,6 +222,7 @@ def fit(
     max_grad_norm: float | None = 1.0,
     schedule: str = "constant",
     progress: bool | None = None,
+    data_key: str | None = None,
 ) -> dict:
     """Train ``model``; return its history. It ends with its best validation weights.
 
@@ -236,6 +237,8 @@ def fit(
             unfinished run there resumes after its last finished epoch.
         schedule: "constant" learning rate, or "cosine" decay from ``lr`` to 0 over
             ``epochs`` (per step; early stopping may end training before the end).
+        data_key: a fingerprint of inputs the loaders' sizes and vocabulary do not show (e.g.
+            which frozen encoder made cached features); part of the checkpoint's configuration.
         progress: False hides the progress bar; None leaves it to tqdm
             (``TQDM_DISABLE=1`` hides it).
 
@@ -259,6 +262,7 @@ def fit(
         model, train_loader, val_loader, epochs=epochs, lr=lr, weight_decay=weight_decay,
         patience=patience, monitor=monitor, num_classes=num_classes,
         max_grad_norm=max_grad_norm, schedule=schedule, autocast=str(autocast_dtype(device)),
+        **({"data": data_key} if data_key is not None else {}),  # absent: older checkpoints stay valid
     )
     key = runs.config_key(config)
     if checkpoint is not None and retrain:

@@ -189,6 +189,7 @@ class StackedAttentionVQA(nn.Module):
 
 import collections
 import dataclasses
+import json
 
 from attn_tutorial.results import RunContext, experiment
 from attn_tutorial.training import fit, training_summary
@@ -257,7 +258,7 @@ def _run_vqa(ctx: RunContext, dataset: str, kind: str, overrides: dict | None = 
     "features": the relational set read through the frozen pretrained encoder of section 7.
     ``overrides`` replace entries of the profile's training settings (e.g. ``{"epochs": 40}``)."""
     sizes, training = VQA_SIZES[ctx.profile.name], VQA_TRAINING[ctx.profile.name]
-    extra, options = {}, {}
+    extra, options, options_fit = {}, {}, {}
     if dataset in ("relational", "features"):
         train_full, test = relational_splits(ctx.profile.name)  # the data does not change with the seed
     else:
@@ -271,6 +272,8 @@ def _run_vqa(ctx: RunContext, dataset: str, kind: str, overrides: dict | None = 
         train_full = dataclasses.replace(train_full, features=cached["train"])
         test = dataclasses.replace(test, features=cached["test"])
         options["feature_dim"] = cached["train"].shape[-1]
+        # A checkpoint trained on other features (another encoder or generator version) must not be reused.
+        options_fit["data_key"] = json.dumps(cached["key"], sort_keys=True)
         extra["pretraining"] = cached["pretraining"]
     training = {**training, **(overrides or {})}
     train, val = split_by_image(train_full, 0.1, seed=ctx.seed)
@@ -281,8 +284,8 @@ def _run_vqa(ctx: RunContext, dataset: str, kind: str, overrides: dict | None = 
     history = fit(model, VQADataset(train, vocab).loader(None, True, generator, training["images_per_batch"]),
                   VQADataset(val, vocab).loader(256, False), epochs=training["epochs"], lr=training["lr"],
                   schedule=training["schedule"], device=ctx.device, patience=training["patience"],
-                  checkpoint=ctx.checkpoint,
-                  retrain=ctx.retrain, num_classes=len(train.answer_names), progress=ctx.progress)
+                  checkpoint=ctx.checkpoint, retrain=ctx.retrain, num_classes=len(train.answer_names),
+                  progress=ctx.progress, **options_fit)
     scores = accuracy_by_type(model, test, vocab, device=ctx.device)
     if dataset == "features":
         scores.update(attention_mass(model, test, vocab) or {})  # share of the first step on the named object

@@ -92,6 +92,18 @@ def test_finished_checkpoint_is_reused_instead_of_training(tmp_path):
     assert not history_c["reused_checkpoint"]
 
 
+def test_a_checkpoint_made_from_other_data_is_not_reused(tmp_path, capsys):
+    """``data_key`` (e.g. which frozen encoder made cached features) is part of the configuration."""
+    path = tmp_path / "ckpt" / "run.pt"
+    train, val = toy_batches()
+    settings = dict(epochs=2, lr=0.05, device=torch.device("cpu"), checkpoint=path, progress=False)
+    training.fit(Linear(), train, val, data_key="encoder v1", **settings)
+    assert training.fit(Linear(), train, val, data_key="encoder v1", **settings)["reused_checkpoint"]
+    capsys.readouterr()
+    assert not training.fit(Linear(), train, val, data_key="encoder v2", **settings)["reused_checkpoint"]
+    assert "changed: data" in capsys.readouterr().out
+
+
 def test_checkpoints_load_with_weights_only(tmp_path):
     model = Linear()
     training.save_checkpoint(tmp_path / "m.pt", model, note="hello", history={"epochs": [{"loss": 1.0}]})
