@@ -28,10 +28,61 @@ def check_positive(name: str, value) -> None:
         raise ValueError(f"{name} must be a positive int, got {value!r}")
 
 
+class _OnlineSoftmaxAttention(torch.autograd.Function):
+    """FlashAttention's two passes over key blocks, in plain PyTorch: the forward pass keeps only
+    the output and each row's log-sum-exp; the backward pass recomputes each block's weights."""
+
+    @staticmethod
+    def forward(ctx, q, k, v, mask, block):
+        scale = 1 / math.sqrt(q.shape[-1])
+        row_max = q.new_full((*q.shape[:-1], 1), float("-inf"))  # mu: (B, h, Tq, 1)
+        row_sum = q.new_zeros((*q.shape[:-1], 1))  # rho
+        acc = q.new_zeros((*q.shape[:-1], v.shape[-1]))  # o, not yet divided by rho
+        for start in range(0, k.shape[-2], block):
+            cols = slice(start, start + block)
+            scores = (q * scale) @ k[..., cols, :].transpose(-2, -1)  # (B, h, Tq, c)
+            if mask is not None:
+                scores.masked_fill_(~mask[..., cols], float("-inf"))
+            new_max = torch.maximum(row_max, scores.amax(-1, keepdim=True))
+            shift = new_max.masked_fill(new_max == float("-inf"), 0.0)  # nothing allowed yet: shift by 0
+            p = scores.sub_(shift).exp_()  # in place: exp(e - mu_new); masked keys give 0
+            rescale = torch.exp(row_max - shift)  # e^{mu_old - mu_new}; 0 while mu_old = -inf
+            row_sum.mul_(rescale).add_(p.sum(-1, keepdim=True))
+            acc.mul_(rescale).add_(p @ v[..., cols, :])
+            row_max = new_max
+        empty = row_sum == 0  # rows with no allowed key
+        out = acc / row_sum.masked_fill(empty, 1.0)  # an empty row: 0 / 1 = 0
+        # log-sum-exp per row; +inf for an empty row, whose recomputed weights are then exp(-inf) = 0
+        lse = torch.where(empty, torch.full_like(row_sum, float("inf")), row_max + row_sum.log())
+        ctx.save_for_backward(q, k, v, out, lse, *(() if mask is None else (mask,)))
+        ctx.block, ctx.scale = block, scale
+        return out
+
+    @staticmethod
+    def backward(ctx, grad_out):
+        q, k, v, out, lse, *mask = ctx.saved_tensors
+        scale, block = ctx.scale, ctx.block
+        grad_q, grad_k, grad_v = torch.zeros_like(q), torch.zeros_like(k), torch.zeros_like(v)
+        delta = (grad_out * out).sum(-1, keepdim=True)  # rowsum(dO * O): (B, h, Tq, 1)
+        for start in range(0, k.shape[-2], block):
+            cols = slice(start, start + block)
+            k_block, v_block = k[..., cols, :], v[..., cols, :]
+            scores = (q * scale) @ k_block.transpose(-2, -1)  # recomputed: (B, h, Tq, c)
+            if mask:
+                scores.masked_fill_(~mask[0][..., cols], float("-inf"))
+            weights = scores.sub_(lse).exp_()  # this block's columns of A, as in the forward pass
+            grad_v[..., cols, :] = weights.transpose(-2, -1) @ grad_out  # dV = A^T dO
+            grad_scores = (grad_out @ v_block.transpose(-2, -1)).sub_(delta).mul_(weights)  # dS = A * (dA - D)
+            grad_q += (grad_scores @ k_block) * scale
+            grad_k[..., cols, :] = (grad_scores.transpose(-2, -1) @ q) * scale
+        return grad_q, grad_k, grad_v, None, None
+
+
 def online_softmax_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
                              mask: torch.Tensor | None = None, block: int = 256) -> torch.Tensor:
     """Exact ``softmax(q k^T / sqrt(d_h)) v``, keys visited ``block`` at a time with a running
-    max and sum (the online softmax; the loop inside FlashAttention).
+    max and sum (the online softmax), in both passes (FlashAttention's algorithm, without the
+    fused kernel).
 
     Args:
         q ``(B, h, Tq, d_h)``, k ``(B, h, Tk, d_h)``, v ``(B, h, Tk, d_v)``.
@@ -39,33 +90,17 @@ def online_softmax_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
         block: keys per step; the last block may be shorter.
 
     Returns:
-        context ``(B, h, Tq, d_v)``; a row with no allowed key is zero. The forward pass holds
-        ``B*h*Tq*block`` scores at a time instead of ``B*h*Tq*Tk`` (autograd still keeps every
-        block for the backward pass: wrap it in a checkpoint, or use SDPA, to train long).
+        context ``(B, h, Tq, d_v)``; a row with no allowed key is zero. Forward and backward hold
+        ``B*h*Tq*block`` scores at a time instead of ``B*h*Tq*Tk``: the backward pass recomputes
+        each block's weights from the output and the per-row log-sum-exp saved by the forward pass.
     """
     check_positive("block", block)
     check_qkv(q, k, v, mask)
-    tk = k.shape[-2]
-    if mask is not None and mask.shape[-1] != tk:
-        mask = mask.expand(*mask.shape[:-1], tk)  # a (…, 1) mask, sliced below per block
-    q = q / math.sqrt(q.shape[-1])
-    rows = (*torch.broadcast_shapes(q.shape[:-2], k.shape[:-2]), q.shape[-2])  # (B, h, Tq)
-    row_max = q.new_full((*rows, 1), float("-inf"))  # m
-    row_sum = q.new_zeros((*rows, 1))  # l
-    acc = q.new_zeros((*rows, v.shape[-1]))  # O, not yet divided by l
-    for start in range(0, tk, block):
-        cols = slice(start, start + block)
-        scores = q @ k[..., cols, :].transpose(-2, -1)  # (B, h, Tq, c)
-        if mask is not None:
-            scores = scores.masked_fill(~mask[..., cols], float("-inf"))
-        new_max = torch.maximum(row_max, scores.amax(-1, keepdim=True))  # (B, h, Tq, 1)
-        shift = new_max.masked_fill(new_max == float("-inf"), 0.0)  # nothing allowed yet: shift by 0
-        rescale = torch.exp(row_max - shift)  # e^{m_old - m_new}; 0 while m_old = -inf
-        p = torch.exp(scores - shift)  # (B, h, Tq, c); masked keys give 0
-        row_sum = row_sum * rescale + p.sum(-1, keepdim=True)
-        acc = acc * rescale + p @ v[..., cols, :]
-        row_max = new_max
-    return acc / row_sum.clamp_min(torch.finfo(acc.dtype).tiny)  # an empty row: 0 / tiny = 0
+    lead = torch.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
+    q, k, v = (t.expand(*lead, *t.shape[-2:]) for t in (q, k, v))  # autograd sums broadcast gradients
+    if mask is not None:
+        mask = mask.expand(*lead, q.shape[-2], k.shape[-2])
+    return _OnlineSoftmaxAttention.apply(q, k, v, mask, block)
 
 
 def chunked_exact_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
