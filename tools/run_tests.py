@@ -4,7 +4,8 @@ Steps, each timed:
   1. headless Chromium and bubblewrap present (installed from Debian's packages where missing)
   2. unit tests (pytest tests/, sockets blocked except loopback)
   3. every notebook under nbval, smoke profile, network off; per-notebook durations
-  4. strict book build (-W -n --keep-going), smoke profile, and the student edition
+  4. strict book build (-W -n --keep-going), smoke profile, side by side with step 3 (one thread
+     each), then the student edition
   5. headless-browser check of the built pages (pytest -m browser)
 Ends with one line "course: N passed, N failed".
 """
@@ -103,7 +104,26 @@ def main() -> int:
         print(f"\n=== {name} ===\n$ {' '.join(cmd)}", flush=True)
         start = time.perf_counter()
         code = subprocess.call(cmd, cwd=ROOT, env=env)
-        seconds = time.perf_counter() - start
+        return record(name, code, time.perf_counter() - start, junit)
+
+    def start_in_background(name: str, cmd: list[str], env: dict) -> tuple:
+        """Start a step whose output goes to a log, printed when :func:`finish` collects it."""
+        log_path = REPORTS / f"{name.split()[0]}.log"
+        log = open(log_path, "w")
+        print(f"\n=== {name} (in the background, beside the next step; output below when it ends) ===\n"
+              f"$ {' '.join(cmd)}", flush=True)
+        return name, subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT), log, \
+            log_path, time.perf_counter()
+
+    def finish(handle: tuple, junit: Path | None = None) -> bool:
+        name, process, log, log_path, started = handle
+        code = process.wait()
+        seconds = time.perf_counter() - started
+        log.close()
+        print(f"\n=== {name}: output ===\n{log_path.read_text()}", flush=True)
+        return record(name, code, seconds, junit)
+
+    def record(name: str, code: int, seconds: float, junit: Path | None) -> bool:
         ok = code == 0
         if junit is not None:
             passed, failed, skipped = junit_counts(junit)
@@ -132,13 +152,18 @@ def main() -> int:
     shutil.rmtree(ipynb_dir, ignore_errors=True)
     run("notebooks to .ipynb", [PY, "tools/build.py", "ipynb", "--out", str(ipynb_dir)], env)
     nb_xml = REPORTS / "nbval.xml"
-    run("nbval (smoke)", [PY, "-m", "pytest", str(ipynb_dir), "--nbval-lax", "--nbval-current-env",
+    # nbval and the strict book build execute the same notebooks independently: side by side, one
+    # thread each, they share the two cores (each alone leaves one mostly idle).
+    one_thread = dict(env, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
+    nbval = start_in_background(
+        "nbval (smoke)", [PY, "-m", "pytest", str(ipynb_dir), "--nbval-lax", "--nbval-current-env",
                           "--nbval-cell-timeout=600", "-q", "-p", "no:cacheprovider", "--rootdir", str(ipynb_dir),
-                          f"--junitxml={nb_xml}", "-o", "junit_family=xunit1"], env, nb_xml)
+                          f"--junitxml={nb_xml}", "-o", "junit_family=xunit1"], one_thread)
 
     site, student = BUILD / "test" / "html", BUILD / "test-student" / "html"
     run("book build, strict (smoke)", [PY, "tools/build.py", "book", "--profile", "smoke", "--strict",
-                                       "--no-figures", "--out", str(site)], env)
+                                       "--no-figures", "--out", str(site)], one_thread)
+    finish(nbval, nb_xml)
     run("student book build, strict (smoke)", [PY, "tools/build.py", "book", "--profile", "smoke", "--strict",
                                                "--no-figures", "--student", "--out", str(student)], env)
     browser_xml = REPORTS / "browser.xml"
