@@ -16,7 +16,6 @@ import torch.nn.functional as F
 from torch import nn
 from torch.utils.checkpoint import checkpoint
 
-from attn_tutorial.attention import masked_softmax
 from attn_tutorial.mhsa import (MultiHeadSelfAttention, check_layer_input, check_qkv, explicit_attention,
                                 merge_heads, sdpa_attention, split_heads)
 from attn_tutorial.text import check_mask
@@ -200,7 +199,7 @@ def sliding_window_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
     time and memory: equal to dense attention under ``key_mask & sliding_window_mask(T, window)``.
 
     Queries go in blocks of ``window``; block ``b`` scores keys of blocks ``b - 1, b, b + 1``
-    (``3 * window`` keys) under a fixed token-level band.
+    (``3 * window`` keys) under a fixed token-level band, each block a small SDPA problem.
 
     Shapes: q, k ``(B, h, T, d_h)``, v ``(B, h, T, d_v)``, key_mask ``(B, T)`` (True = real)
     -> ``(B, h, T, d_v)``; a query with no real key in reach gets zeros.
@@ -219,20 +218,22 @@ def sliding_window_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
     q, k, v = (F.pad(t, (0, 0, 0, pad)) for t in (q, k, v))  # (B, h, nb*c, d)
     real = F.pad(key_mask, (0, pad), value=False)  # (B, nb*c)
 
-    def with_neighbours(t):  # (B, h|1, nb, c, d) -> (B, h|1, nb, 3c, d): previous, own, next block
-        t = F.pad(t, (0, 0, 0, 0, 1, 1))  # an empty block before the first and after the last
-        return torch.cat([t[:, :, :-2], t[:, :, 1:-1], t[:, :, 2:]], dim=3)
+    def blocks(t):  # (B, h, nb*c, d) -> (B*nb, h, c, d): one small attention problem per query block
+        return t.view(batch, heads, n_blocks, c, -1).transpose(1, 2).reshape(batch * n_blocks, heads, c, -1)
 
-    qb = q.view(batch, heads, n_blocks, c, -1)  # (B, h, nb, c, d_h)
-    kb = with_neighbours(k.view(batch, heads, n_blocks, c, -1))  # (B, h, nb, 3c, d_h)
-    vb = with_neighbours(v.view(batch, heads, n_blocks, c, -1))  # (B, h, nb, 3c, d_v)
-    real_b = with_neighbours(real.view(batch, 1, n_blocks, c, 1).float()).bool()  # (B, 1, nb, 3c, 1)
+    def with_neighbours(t):  # (B*nb, h|1, c, d) -> (B*nb, h|1, 3c, d): previous, own and next block
+        t = t.view(batch, n_blocks, *t.shape[1:])
+        t = F.pad(t, (0, 0, 0, 0, 0, 0, 1, 1))  # an empty block before the first and after the last
+        return torch.cat([t[:, :-2], t[:, 1:-1], t[:, 2:]], dim=3).flatten(0, 1)
+
+    qb = blocks(q)  # (B*nb, h, c, d_h)
+    kb, vb = with_neighbours(blocks(k)), with_neighbours(blocks(v))  # (B*nb, h, 3c, d)
+    real_b = with_neighbours(real.view(batch * n_blocks, 1, c, 1).float()).bool()  # (B*nb, 1, 3c, 1)
     # query i of a block and key j of its 3c neighbours are (j - c) - i positions apart
     offset = torch.arange(3 * c, device=q.device)[None, :] - c - torch.arange(c, device=q.device)[:, None]
-    band = offset.abs() <= window  # (c, 3c)
-    allowed = band & real_b.transpose(-2, -1)  # (B, 1, nb, c, 3c)
-    scores = qb @ kb.transpose(-2, -1) / math.sqrt(qb.shape[-1])  # (B, h, nb, c, 3c)
-    context = masked_softmax(scores, allowed) @ vb  # (B, h, nb, c, d_v)
+    allowed = (offset.abs() <= window) & real_b.transpose(-2, -1)  # (B*nb, 1, c, 3c)
+    context = sdpa_attention(qb, kb, vb, allowed)  # (B*nb, h, c, d_v), fused; empty rows are zero
+    context = context.view(batch, n_blocks, heads, c, -1).transpose(1, 2)  # (B, h, nb, c, d_v)
     return context.reshape(batch, heads, n_blocks * c, -1)[:, :, :length]
 
 

@@ -258,7 +258,7 @@ def linear_attention_figure():
     y, steps = -2.6, 4
     ax.text(0, y + 3.0, r"causal form, one token at a time: "
             r"$\boldsymbol{\Gamma}_t = \boldsymbol{\Gamma}_{t-1} + \phi(\mathbf{k}_t)^\top \mathbf{v}_t$, "
-            r"$\mathbf{o}_t = \phi(\mathbf{q}_t)\,\boldsymbol{\Gamma}_t \,/\, "
+            r"$\mathbf{c}_t = \phi(\mathbf{q}_t)\,\boldsymbol{\Gamma}_t \,/\, "
             r"\phi(\mathbf{q}_t)\,\boldsymbol{\gamma}_t$"
             f"  —  state ${n_phi} \\times {d_h}$ at every $t$", fontsize=10, weight="bold")
     vmax = float(gammas[steps - 1].max())
@@ -275,7 +275,7 @@ def linear_attention_figure():
         _matrix(ax, gammas[t - 1].numpy(), nxt, y, rf"$\boldsymbol{{\Gamma}}_{t}$", vmax, cmap="Oranges",
                 below=True, fontsize=10)
         arrow(ax, (nxt + d_h / 2, y + 0.1), (nxt + d_h / 2, y + 1.6))
-        ax.text(nxt + d_h / 2 + 0.3, y + 1.0, f"$\\mathbf{{o}}_{t}$", ha="left", va="center", fontsize=10)
+        ax.text(nxt + d_h / 2 + 0.3, y + 1.0, f"$\\mathbf{{c}}_{t}$", ha="left", va="center", fontsize=10)
         x = nxt + d_h
     arrow(ax, (x + 0.2, y - n_phi / 2), (x + 2.5, y - n_phi / 2))
     ax.text(x + 2.8, y - n_phi / 2, r"$\cdots$ (the same size for any $T$)", ha="left", va="center", fontsize=9)
