@@ -51,8 +51,11 @@ CUDA_ONLY = (
      "needs a CUDA device; the dry run forces bf16 or fp16 through $ATTN_AUTOCAST instead"),
     ("fused/flash scaled_dot_product_attention backends",
      "SDPA picks flash or memory-efficient kernels only on CUDA; the CPU uses its own kernels"),
-    ("peak GPU memory (torch.cuda.max_memory_allocated) in ch03_memory",
-     "measured only on CUDA; on a CPU the experiment measures resident memory instead"),
+    ("peak GPU memory (torch.cuda.max_memory_allocated) in ch03_memory and ch10_curves",
+     "measured only on CUDA; on a CPU the experiments measure resident memory instead"),
+    ("flex_attention compiled with Triton (chapter 10)",
+     "on a GPU torch.compile generates a Triton kernel; on a CPU the notebook compiles the C++ "
+     "kernel (cpu profile) and the tests run the eager reference"),
 )
 
 
