@@ -398,7 +398,7 @@ APPROX_STYLE = {  # method in the record -> (label, colour, marker)
 
 @figure("ch10_results_approx")
 def results_approx_figure():
-    """Error of each approximation against its budget, diffuse and peaked inputs, mean +- std over seeds."""
+    """Error of each approximation against its budget, diffuse and focused inputs, mean +- std over seeds."""
     rec = _maybe_record("ch10_approx")
     fig, axes = plt.subplots(1, 2, figsize=(9.6, 4.2), sharey=True)
     if rec is None:
@@ -440,7 +440,11 @@ def results_approx_figure():
         ax.grid(True, which="major", color="#eeeeee", linewidth=0.6)
         ax.set_xlabel(r"budget: $n_\phi$, $r$ or $w$")
         ax.set_title(f"{regime} (scale {scale}): {keys:.0f} effective keys of {extra['length']:,}", fontsize=10)
-    axes[0].set_ylabel(r"error $\|\mathbf{O}_{\mathrm{approx}} - \mathbf{O}\|_F \,/\, \|\mathbf{V}\|_F$")
+    for ax in axes:  # the error of uniform weights (a plain average of the values)
+        ax.axhline(1.0, color="black", linestyle=":", linewidth=1.0)
+        ax.text(ax.get_xlim()[0] * 1.05, 1.08, "plain average of V", ha="left", va="bottom", fontsize=7.5)
+    axes[0].set_ylabel(r"error $\|\mathbf{C}_{\mathrm{approx}} - \mathbf{C}\|_F \,/\, "
+                       r"\|\mathbf{C} - \bar{\mathbf{v}}\|_F$")
     handles, labels = axes[0].get_legend_handles_labels()
     fig.legend(handles, labels, loc="lower center", ncol=3, fontsize=8, frameon=False, bbox_to_anchor=(0.5, -0.02))
     fig.suptitle(f"$T$ = {extra['length']:,}, $d_h$ = {extra['head_dim']}; mean ± sample std over "
