@@ -527,6 +527,7 @@ def main(argv: list[str] | None = None) -> int:
         return 1 if failures else 0
     prof = current_profile(args.profile)
     seeds = args.seeds if args.seeds is not None else list(prof.seeds)
+    command = f"python -m attn_tutorial.results run {args.name} --profile {prof.name} --seeds {' '.join(map(str, seeds))}"
     runs = []
     for seed in seeds:
         rec = run_experiment(args.name, prof, seed, retrain=args.retrain,
@@ -534,12 +535,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{args.name} [{rec['profile']}, {rec['device']}, seed {seed}{', dry run' if args.dry_run else ''}]: "
               f"{rec['metrics']}")
         runs.append(rec)
+        if not args.dry_run:  # after each seed (records merge by seed): an interrupted run keeps its seeds
+            print(f"recorded {write_record(args.name, [rec], command)} (seed {seed})")
     if args.dry_run:
         print("dry run: nothing recorded")
-        return 0
-    command = f"python -m attn_tutorial.results run {args.name} --profile {prof.name} --seeds {' '.join(map(str, seeds))}"
-    path = write_record(args.name, runs, command)
-    print(f"recorded {path}")
     return 0
 
 
