@@ -15,9 +15,10 @@ from attn_tutorial.text import imdb_text_data
 from attn_tutorial.training import evaluate, fit, training_summary
 
 # name -> (kind of ScalableSelfAttention, its settings); Linformer's max_len is set from the data.
-# "exact" is SDPA: on CPU and GPU its flash kernel computes exact attention in tiles with an online
-# softmax and recomputes them in the backward pass (the plain-PyTorch versions of section 2 compute
-# the same, more slowly: section 8).
+# "exact" is SDPA with the padding mask: on a CPU its flash kernel computes exact attention in tiles
+# with an online softmax and recomputes them in the backward pass; on CUDA, whose flash kernel takes
+# no arbitrary mask, the memory-efficient kernel does the same (section 2's plain-PyTorch versions
+# compute it too, more slowly: section 8).
 IMDB_VARIANTS = {"exact": ("full", {}), "window": ("window", {"window": 128}),
                  "linformer": ("linformer", {"rank": 128}), "linear": ("linear", {})}
 

@@ -49,7 +49,7 @@ def _no_record(ax, text):
 
 
 def fitted_slope(lengths, values) -> float:
-    """Least-squares slope of log(value) against log(length) (as attn_tutorial.long_models)."""
+    """Least-squares slope of log(value) against log(length) (as attn_tutorial.long_costs)."""
     xs, ys = [math.log(n) for n in lengths], [math.log(max(v, 1e-12)) for v in values]
     mean_x, mean_y = statistics.fmean(xs), statistics.fmean(ys)
     return sum((x - mean_x) * (y - mean_y) for x, y in zip(xs, ys)) / sum((x - mean_x) ** 2 for x in xs)
