@@ -18,7 +18,7 @@ from torch import nn
 
 import attn_tutorial
 from attn_tutorial import attention, bilinear, coattention, diff_models, differential, han, mhsa, mhsa_costs
-from attn_tutorial import mhsa_models, pooling, relations, rnn, text, vqa_models
+from attn_tutorial import long_attention, long_models, mhsa_models, pooling, relations, rnn, text, vqa_models
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -136,6 +136,27 @@ MASKED = [
      lambda: lambda m: relations.BiasedSelfAttention(D, 2)(states(), torch.zeros(B, 2, T, T), m)),
     *[(f"relations.{model.__name__}", "mask", (B, T), lambda model=model: _feature_model(model(10, 3, dim=8, feature_dim=3 + D, k=4)))
       for model in (relations.RegionTransformerVQA, relations.RelationNetworkVQA)],
+    ("long_attention.sliding_window_attention", "key_mask", (B, T),
+     lambda: lambda m: long_attention.sliding_window_attention(*torch.randn(3, B, 2, T, 4).unbind(0), m, 2)),
+    ("long_attention.flex_sliding_window_attention", "key_mask", (B, T),
+     lambda: lambda m: long_attention.flex_sliding_window_attention(*torch.randn(3, B, 2, T, 4).unbind(0), m, 2)),
+    ("long_attention.LinformerProjection", "key_mask", (B, T),
+     lambda: lambda m: long_attention.LinformerProjection(8, 4)(*torch.randn(2, B, 2, T, 4).unbind(0), m)),
+    ("long_attention.linformer_attention", "key_mask", (B, T),
+     lambda: lambda m: long_attention.linformer_attention(*torch.randn(3, B, 2, T, 4).unbind(0),
+                                                          long_attention.LinformerProjection(8, 4), m)),
+    ("long_attention.kernel_attention", "key_mask", (B, T),
+     lambda: lambda m: long_attention.kernel_attention(*torch.rand(3, B, 2, T, 4).unbind(0), m)),
+    ("long_attention.linear_attention", "key_mask", (B, T),
+     lambda: lambda m: long_attention.linear_attention(*torch.randn(3, B, 2, T, 4).unbind(0), m)),
+    ("long_attention.performer_attention", "key_mask", (B, T),
+     lambda: lambda m: long_attention.performer_attention(*torch.randn(3, B, 2, T, 4).unbind(0), torch.randn(6, 4), m)),
+    *[(f"long_attention.ScalableSelfAttention[{kind}]", "mask", (B, T),
+       lambda kind=kind: lambda m: long_attention.ScalableSelfAttention(
+           D, 2, kind, window=2, chunk=2, rank=4, max_len=8, n_features=4)(states(), m))
+      for kind in long_attention.SCALABLE_KINDS],
+    ("long_models.LongReviewClassifier", "mask", (B, T),
+     lambda: _text_model(long_models.LongReviewClassifier(10, 4, 4, "window", num_heads=2, window=2))),
 ]
 
 # Functions whose mask only has to broadcast (documented and tested that way): scores / (B, H, Tq, Tk).
@@ -146,6 +167,8 @@ BROADCAST = [
     ("mhsa.explicit_attention", lambda m: mhsa.explicit_attention(q, k, v, m)),
     ("mhsa.sdpa_attention", lambda m: mhsa.sdpa_attention(q, k, v, m)),
     ("mhsa_costs.chunked_attention", lambda m: mhsa_costs.chunked_attention(q, k, v, m, 2)),
+    ("long_attention.online_softmax_attention", lambda m: long_attention.online_softmax_attention(q, k, v, m, 2)),
+    ("long_attention.chunked_exact_attention", lambda m: long_attention.chunked_exact_attention(q, k, v, m, 2)),
     ("differential.diff_attention_explicit",
      lambda m: differential.diff_attention_explicit(q, k, q, k, torch.randn(B, 2, T, 8), torch.tensor(0.5), m)),
     ("differential.diff_attention_sdpa",
