@@ -116,6 +116,10 @@ def test_the_layout_check_notices_a_missing_piece():
     assert any("objectives" in p for p in layout_problems("ch02", no_objectives))
     no_takeaways = re.sub(r":class:(.*)\btakeaways\b", r":class:\1", page)
     assert any("takeaways" in p for p in layout_problems("ch02", no_takeaways))
+    one_figure = page
+    for path in [p for p, _ in chapter_figures(page) if "_results" not in p][1:]:
+        one_figure = one_figure.replace(f"{{figure}} {path}", "{note}")  # the directive is no figure now
+    assert any("explanatory figure" in p for p in layout_problems("ch02", one_figure))
     no_results = page.replace("_results", "_other")
     assert any("results figure" in p for p in layout_problems("ch02", no_results))
     no_alt = re.sub(r"^:alt:.*\n", "", page, flags=re.M)
