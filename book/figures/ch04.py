@@ -119,8 +119,8 @@ def lambda_init_figure():
     ax.text(24, 0.83, "limit 0.8", ha="right", va="bottom", fontsize=8, color=GREY)
     ax.annotate(f"layer 1: {lambda_init(1):.1f} (this course)", (1, lambda_init(1)), (4, 0.22), fontsize=8,
                 arrowprops=dict(arrowstyle="->", linewidth=0.6))
-    ax.set_xlabel("layer $l$")
-    ax.set_ylabel(r"$\lambda_{\mathrm{init}}(l)$")
+    ax.set_xlabel(r"layer $\ell$")
+    ax.set_ylabel(r"$\lambda_{\mathrm{init}}(\ell)$")
     ax.set_ylim(0, 0.9)
     fig.tight_layout()
     return fig

@@ -97,10 +97,10 @@ def softmax_count():
             per_cell.append(100 * float(weights[0]))
         axes[0].plot(ms, mass, "o-", color=colour, label=f"score gap $\\delta = {gap:g}$")
         axes[1].plot(ms, per_cell, "o-", color=colour, label=f"score gap $\\delta = {gap:g}$")
-    axes[0].set(xlabel=r"matching cells $\mu$ (of $N = 64$)", ylabel="weight on the matches (%)", ylim=(0, 100),
-                title=r"mass on the $\mu$ matches: grows with $\mu$")
-    axes[1].set(xlabel=r"matching cells $\mu$ (of $N = 64$)", ylabel="weight per matching cell (%)", ylim=(0, 100),
-                title=r"weight per match: about $1/\mu$ of the mass")
+    axes[0].set(xlabel=r"matching cells $n_\mathrm{m}$ (of $N = 64$)", ylabel="weight on the matches (%)", ylim=(0, 100),
+                title=r"mass on the $n_\mathrm{m}$ matches: grows with $n_\mathrm{m}$")
+    axes[1].set(xlabel=r"matching cells $n_\mathrm{m}$ (of $N = 64$)", ylabel="weight per matching cell (%)", ylim=(0, 100),
+                title=r"weight per match: about $1/n_\mathrm{m}$ of the mass")
     axes[0].legend(fontsize=8, frameon=False, loc="lower right")
     for ax in axes:
         ax.set_xticks(ms)
