@@ -21,6 +21,7 @@ configuration, resumable training state and a heartbeat for unattended builds.
 
 from __future__ import annotations
 
+import ast
 import contextlib
 import contextvars
 import hashlib
@@ -29,6 +30,7 @@ import json
 import math
 import os
 import statistics
+import textwrap
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -219,15 +221,28 @@ RETRAIN_HINT = "delete it, or train again with retrain=True (ATTN_RETRAIN=1, or 
 
 
 def _class_source(cls) -> str:
+    """The code of a class without its docstrings and comments: editing the documentation of a layer
+    keeps its checkpoints, editing what it computes does not."""
     try:
-        return inspect.getsource(cls)
+        source = textwrap.dedent(inspect.getsource(cls))
     except (OSError, TypeError):  # a class typed into a notebook or a console: no file to read
         return f"{cls.__module__}.{cls.__qualname__}"
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return source
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+            first = node.body[0]
+            if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) and isinstance(first.value.value, str):
+                node.body = node.body[1:] or [ast.Pass()]
+    return ast.unparse(tree)  # comments and layout are gone too
 
 
 def model_code_version(model) -> str:
     """A hash of the source code of every class the model is built from (its own layers only:
-    torch's are pinned by the torch version). Editing a layer changes the version."""
+    torch's are pinned by the torch version). Editing what a layer computes changes the version;
+    editing its docstrings or comments does not."""
     classes = sorted({type(m) for m in model.modules() if not type(m).__module__.startswith("torch.")},
                      key=lambda c: (c.__module__, c.__qualname__))
     digest = hashlib.sha256()

@@ -92,6 +92,38 @@ def test_changed_layer_code_changes_the_key():
     assert runs.model_code_version(Linear()) == runs.model_code_version(Linear())
 
 
+class _Documented(nn.Module):
+    """Doubles its input."""
+
+    def forward(self, x):
+        return 2 * x  # twice
+
+
+class _Redocumented(nn.Module):
+    """Multiplies its input by two: the same layer, documented again."""
+
+    def forward(self, x):
+        # the factor is 2
+        return 2 * x
+
+
+class _Changed(nn.Module):
+    """Doubles its input."""
+
+    def forward(self, x):
+        return 3 * x  # twice
+
+
+def test_documentation_does_not_change_the_key_but_code_does():
+    def source(cls):  # the class name is part of the key: compare what the key hashes besides it
+        return runs._class_source(cls).replace(cls.__name__, "Layer")
+
+    assert source(_Documented) == source(_Redocumented)
+    assert source(_Documented) != source(_Changed)
+    assert "twice" not in source(_Documented) and "Doubles" not in source(_Documented)
+    assert runs.model_code_version(_Documented()) != runs.model_code_version(_Changed())
+
+
 def test_checkpoint_without_a_key_is_not_reused(tmp_path, capsys):
     path = tmp_path / "old.pt"
     model = Linear()
