@@ -36,7 +36,8 @@ def masked_softmax(scores: torch.Tensor, mask: torch.Tensor | None, dim: int = -
 
 
 class AdditiveScore(nn.Module):
-    """Bahdanau scores ``v^T tanh(W_q q + W_k k)``: query ``(B, Tq, Dq)``, keys ``(B, Tk, Dk)`` -> ``(B, Tq, Tk)``."""
+    """Bahdanau scores ``tanh(q W_Q + k W_K + b) w`` (rows, as in chapter 2): query ``(B, Tq, Dq)``,
+    keys ``(B, Tk, Dk)`` -> ``(B, Tq, Tk)``."""
 
     def __init__(self, query_dim: int, key_dim: int, hidden_dim: int):
         super().__init__()
@@ -87,9 +88,10 @@ class AttentionPooling(nn.Module):
 
 
 class StructuredSelfAttention(nn.Module):
-    """Lin et al. (2017): ``A = softmax(W2 tanh(W1 H^T))`` with ``hops`` rows, ``M = A H``.
+    """Lin et al. (2017) in chapter 2's row form: ``A = softmax((tanh(H W1) W2)^T)`` with ``hops``
+    rows, pooled ``A H``.
 
-    states ``(B, T, D)``, mask ``(B, T)`` -> ``M (B, hops, D)``, ``A (B, hops, T)`` and the
+    states ``(B, T, D)``, mask ``(B, T)`` -> pooled ``(B, hops, D)``, ``A (B, hops, T)`` and the
     penalty ``mean_b ||A A^T - I||_F^2`` that pushes the hops to look at different positions.
     """
 

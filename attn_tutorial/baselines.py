@@ -15,10 +15,11 @@ from attn_tutorial.text import clean_text
 
 
 class NBLogisticRegression:
-    """Binary uni+bigram features scaled by the NB log-count ratio r, then logistic regression.
+    """Binary uni+bigram features scaled by the NB log-count ratio eta, then logistic regression.
 
-    r = log((p / |p|_1) / (q / |q|_1)) with p, q = alpha + feature counts of the positive and
-    negative training texts (Wang & Manning 2012, with a logistic instead of an SVM loss).
+    eta = log((n+ / |n+|_1) / (n- / |n-|_1)) with n+, n- = alpha + feature counts of the positive
+    and negative training texts (chapter 1's beta is ``alpha``; Wang & Manning 2012, with a logistic
+    instead of an SVM loss).
     """
 
     def __init__(self, C: float = 1.0, alpha: float = 1.0, ngram_range=(1, 2), min_df: int = 2):

@@ -20,7 +20,7 @@ from attn_tutorial.text import check_mask, check_width
 
 
 def split_heads(x: torch.Tensor, num_heads: int) -> torch.Tensor:
-    """``(B, T, D)`` -> ``(B, H, T, D / H)``: head ``h`` gets features ``h*D/H ... (h+1)*D/H - 1``."""
+    """``(B, T, D)`` -> ``(B, H, T, D / H)``: head ``j`` gets features ``j*D/H ... (j+1)*D/H - 1``."""
     if x.dim() != 3:
         raise ValueError(f"expected x of shape (B, T, D), got {tuple(x.shape)}")
     batch, length, width = x.shape

@@ -34,12 +34,12 @@ class AttentionPoolingClassifier(nn.Module):
         self.head = nn.Linear(width * max(hops, 1), num_classes)
 
     def forward(self, ids, lengths, mask) -> dict:
-        states = self.encoder(self.dropout(self.embedding(ids)), lengths)  # (B, T, 2H)
+        states = self.encoder(self.dropout(self.embedding(ids)), lengths)  # (B, T, D), D = 2 * hidden_dim
         if self.hops:
-            pooled, weights, penalty = self.pool(states, mask)  # (B, hops, 2H), (B, hops, T)
+            pooled, weights, penalty = self.pool(states, mask)  # (B, hops, D), (B, hops, T)
             pooled, penalty = pooled.flatten(1), self.penalty_weight * penalty
         else:
-            (pooled, weights), penalty = self.pool(states, mask), 0.0  # (B, 2H), (B, T)
+            (pooled, weights), penalty = self.pool(states, mask), 0.0  # (B, D), (B, T)
         return {"logits": self.head(self.dropout(pooled)), "penalty": penalty, "weights": weights}
 
 
