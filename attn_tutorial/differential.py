@@ -125,7 +125,7 @@ class MultiHeadDiffAttention(nn.Module):
     Args:
         embed_dim: model width ``D``; divisible by ``2 * num_heads``.
         num_heads: number of DIFF heads ``H`` (half of a standard layer's, for equal parameters).
-        layer: depth ``l >= 1`` of the layer, which sets ``lambda_init``.
+        layer: depth of the layer (the chapter's ell, counted from 1), which sets ``lambda_init``.
         dropout: dropout on the context (the differential map is never dropped here).
 
     Each head has queries and keys ``(Q1, Q2)``, ``(K1, K2)`` of width ``d = D / (2H)`` and a

@@ -148,7 +148,7 @@ class StackedAttention(nn.Module):
         maps = []
         for score in self.hops:
             context, weights = attend(score(u.unsqueeze(1), regions), regions, mask)  # (B, 1, D), (B, 1, R)
-            u = u + context.squeeze(1)  # u^k = v~^k + u^(k-1)
+            u = u + context.squeeze(1)  # u^(l) = u^(l-1) + c^(l)
             maps.append(weights.squeeze(1))
         return u, torch.stack(maps, dim=1)
 
