@@ -76,13 +76,14 @@ def low_rank_figure():
 
     fig = plt.figure(figsize=(9.0, 3.0))
 
-    def strip(x0, y0, values, label, cmap="Greys", width_per=0.028, signed=False):
+    def strip(x0, y0, values, label, cmap="Greys", width_per=0.028, signed=False, digits=1):
         v = values.detach().numpy()[None]
         ax = fig.add_axes([x0, y0, width_per * v.shape[1], 0.12])
         lim = max(abs(v).max(), 1e-6)
         ax.imshow(v, cmap="RdBu_r" if signed else cmap, vmin=-lim if signed else 0, vmax=lim, aspect="auto")
         for j in range(v.shape[1]):
-            ax.text(j, 0, f"{v[0, j]:.1f}", ha="center", va="center", fontsize=7,
+            text = f"{v[0, j]:.{digits}f}".replace("0.", ".") if digits > 1 else f"{v[0, j]:.1f}"
+            ax.text(j, 0, text, ha="center", va="center", fontsize=7,
                     color="white" if abs(v[0, j]) > 0.6 * lim else "black")
         ax.set_xticks([])
         ax.set_yticks([])
@@ -93,7 +94,7 @@ def low_rank_figure():
     strip(0.02, 0.18, k[0, 0], r"key $\mathbf{k}_s$ ($D$)", signed=True)
     strip(0.30, 0.68, fq, r"$\sigma(\mathbf{q}\mathbf{U}_q)$ ($r$)", cmap="Blues")
     strip(0.30, 0.18, fk, r"$\sigma(\mathbf{k}_s\mathbf{U}_k)$ ($r$)", cmap="Oranges")
-    strip(0.62, 0.43, prod, r"product $\odot$ ($r$)", cmap="Purples")
+    strip(0.62, 0.43, prod, r"product $\odot$ ($r$)", cmap="Purples", digits=2)  # small values: ".04"
     strip(0.62, 0.05, pi, r"pooling vector $\boldsymbol{\pi}$ ($r$)", signed=True)
     overlay = fig.add_axes([0, 0, 1, 1])
     overlay.set_xlim(0, 1)
@@ -135,7 +136,9 @@ def topk_figure():
     rows = [f"query 1 (k={kept[0]})", f"query 2 (k={kept[1]})"]
     cols = [f"$k_{s}$" for s in range(1, keys_n + 1)]
     s = scores.numpy()
-    heatmap(axes[0], np.abs(s) / np.abs(s).max(), rows, cols, annotate=False, cmap="Greys", vmax=2.5, masked=~mask)
+    real = s[mask.numpy()]
+    shade = (s - real.min()) / max(real.max() - real.min(), 1e-9)  # darker = higher score (signed, not |s|)
+    heatmap(axes[0], shade, rows, cols, annotate=False, cmap="Greys", vmax=2.5, masked=~mask)
     for i in range(2):
         for j in range(keys_n):
             if mask[i, j]:

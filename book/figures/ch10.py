@@ -115,7 +115,7 @@ def online_softmax_figure():
         ax.set_title(f"block {b + 1}: keys {b * c}–{(b + 1) * c - 1}\n"
                      f"tile of ${T} \\times {c}$ scores in memory", fontsize=9)
     bar = fig.colorbar(image, cax=ax.inset_axes([1.04, 0.0, 0.05, 1.0]))
-    bar.set_label("score $e_{ts}$", fontsize=8)
+    bar.set_label("score $S_{ts}$", fontsize=8)
     bar.ax.tick_params(labelsize=8)
     steps = range(1, blocks + 1)
     for j, (values, exact, name) in enumerate(((mus, S.amax(1), r"running max $\mu_t$"),
@@ -259,7 +259,7 @@ def linear_attention_figure():
     ax.text(0, y + 3.0, r"causal form, one token at a time: "
             r"$\boldsymbol{\Gamma}_t = \boldsymbol{\Gamma}_{t-1} + \phi(\mathbf{k}_t)^\top \mathbf{v}_t$, "
             r"$\mathbf{c}_t = \phi(\mathbf{q}_t)\,\boldsymbol{\Gamma}_t \,/\, "
-            r"\phi(\mathbf{q}_t)\,\boldsymbol{\gamma}_t$"
+            r"\phi(\mathbf{q}_t)\,\boldsymbol{\gamma}_t^\top$"
             f"  —  state ${n_phi} \\times {d_h}$ at every $t$", fontsize=10, weight="bold")
     vmax = float(gammas[steps - 1].max())
     x = 1.0
@@ -443,8 +443,8 @@ def results_approx_figure():
     for ax in axes:  # the error of uniform weights (a plain average of the values)
         ax.axhline(1.0, color="black", linestyle=":", linewidth=1.0)
         ax.text(ax.get_xlim()[0] * 1.05, 1.08, "plain average of V", ha="left", va="bottom", fontsize=7.5)
-    axes[0].set_ylabel(r"error $\|\mathbf{C}_{\mathrm{approx}} - \mathbf{C}\|_F \,/\, "
-                       r"\|\mathbf{C} - \bar{\mathbf{v}}\|_F$")
+    axes[0].set_ylabel(r"error $\|\mathbf{O}_{\mathrm{approx}} - \mathbf{O}\|_F \,/\, "
+                       r"\|\mathbf{O} - \bar{\mathbf{v}}\|_F$")
     handles, labels = axes[0].get_legend_handles_labels()
     fig.legend(handles, labels, loc="lower center", ncol=3, fontsize=8, frameon=False, bbox_to_anchor=(0.5, -0.02))
     fig.suptitle(f"$T$ = {extra['length']:,}, $d_h$ = {extra['head_dim']}; mean ± sample std over "
