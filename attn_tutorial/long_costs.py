@@ -5,12 +5,8 @@ the error of the approximations against their budget (features, rank, window).""
 
 from __future__ import annotations
 
-import json
 import math
-import os
 import statistics
-import subprocess
-import sys
 import time
 
 import torch
@@ -20,6 +16,7 @@ from attn_tutorial.long_attention import (LinformerProjection, chunked_exact_att
                                           orthogonal_random_features, performer_attention,
                                           sliding_window_attention)
 from attn_tutorial.mhsa import explicit_attention, sdpa_attention
+from attn_tutorial.mhsa_costs import run_in_fresh_process
 from attn_tutorial.results import RunContext, experiment
 
 # name -> (what it is, exact?); the settings are those of the chapter
@@ -113,23 +110,13 @@ def measure_here(config: dict) -> dict:
 
 _CHILD = ("import json, sys; from attn_tutorial.long_costs import measure_here; "
           "print(json.dumps(measure_here(json.loads(sys.argv[1]))))")
-# glibc would otherwise keep freed blocks (up to 32 MB each) for reuse, hiding them from RSS.
-_MALLOC_ENV = {"MALLOC_MMAP_THRESHOLD_": "65536", "MALLOC_TRIM_THRESHOLD_": "0"}
 
 
 def measure(config: dict) -> dict:
-    """:func:`measure_here` in a fresh Python process (so that one configuration's memory never
-    counts for the next). CPU memory is read from Linux's ``/proc``; elsewhere use a CUDA device."""
-    device = str(config.get("device", "cpu"))
-    if not device.startswith("cuda") and not os.path.exists("/proc/self/clear_refs"):
-        raise RuntimeError("measuring CPU peak memory needs Linux (/proc/self/clear_refs); "
-                           "pass device='cuda' on a GPU machine instead")
-    env = {**os.environ, **_MALLOC_ENV, "OMP_NUM_THREADS": str(config.get("threads", 2))}
-    done = subprocess.run([sys.executable, "-c", _CHILD, json.dumps({**config, "device": device})],
-                          capture_output=True, text=True, env=env, timeout=900)
-    if done.returncode != 0:
-        raise RuntimeError(f"measurement failed for {config}:\n{done.stderr[-2000:]}")
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    """:func:`measure_here` in a fresh Python process (chapter 3's runner: one configuration's
+    memory never counts for the next). CPU memory is read from Linux's ``/proc``; elsewhere use a
+    CUDA device."""
+    return run_in_fresh_process(_CHILD, config, threads=2, timeout=900)
 
 
 def fitted_slope(lengths, values) -> float:

@@ -137,6 +137,22 @@ _CHILD = ("import json, sys; from attn_tutorial.mhsa_costs import _measure_here;
 _MALLOC_ENV = {"MALLOC_MMAP_THRESHOLD_": "65536", "MALLOC_TRIM_THRESHOLD_": "0"}
 
 
+def run_in_fresh_process(child: str, config: dict, *, threads: int = 1, timeout: int = 600) -> dict:
+    """Run ``child``, Python code that reads ``config`` as JSON from ``sys.argv[1]`` and prints one
+    JSON line, in a fresh process: one configuration's memory never counts for the next. CPU
+    memory is read from Linux's ``/proc``; on other systems measure on a CUDA device."""
+    device = str(config.get("device", "cpu"))
+    if not device.startswith("cuda") and not os.path.exists("/proc/self/clear_refs"):
+        raise RuntimeError("measuring CPU peak memory needs Linux (/proc/self/clear_refs); "
+                           "pass device='cuda' on a GPU machine instead")
+    env = {**os.environ, **_MALLOC_ENV, "OMP_NUM_THREADS": str(config.get("threads", threads))}
+    done = subprocess.run([sys.executable, "-c", child, json.dumps({**config, "device": device})],
+                          capture_output=True, text=True, env=env, timeout=timeout)
+    if done.returncode != 0:
+        raise RuntimeError(f"measurement failed for {config}:\n{done.stderr[-2000:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
 def measure_peak_memory(config: dict) -> dict:
     """Peak memory of one configuration, measured in a fresh Python process.
 
@@ -144,16 +160,7 @@ def measure_peak_memory(config: dict) -> dict:
     (``batch``, ``heads``, ``length``, ``head_dim``; for train steps ``vocab``, ``embed``,
     ``hidden``). CPU measurement reads Linux's ``/proc``; on other systems use a CUDA device.
     """
-    device = str(config.get("device", "cpu"))
-    if not device.startswith("cuda") and not os.path.exists("/proc/self/clear_refs"):
-        raise RuntimeError("measuring CPU peak memory needs Linux (/proc/self/clear_refs); "
-                           "pass device='cuda' on a GPU machine instead")
-    env = {**os.environ, **_MALLOC_ENV, "OMP_NUM_THREADS": str(config.get("threads", 1))}
-    done = subprocess.run([sys.executable, "-c", _CHILD, json.dumps({**config, "device": device})],
-                          capture_output=True, text=True, env=env, timeout=600)
-    if done.returncode != 0:
-        raise RuntimeError(f"memory measurement failed for {config}:\n{done.stderr[-2000:]}")
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    return run_in_fresh_process(_CHILD, config, threads=1, timeout=600)
 
 
 def forward_memory_table(lengths, kinds=ATTENTION_KINDS, batch: int = 8, heads: int = 4,
