@@ -135,6 +135,17 @@ except ImportError:  # pragma: no cover - older PyTorch
     FLEX_AVAILABLE = False
 
 
+def _check_window_inputs(q, k, v, key_mask, window) -> tuple[int, int]:
+    """The checks every sliding-window function shares; returns ``(B, T)``."""
+    check_positive("window", window)
+    check_qkv(q, k, v, None)
+    batch, _, length, _ = q.shape
+    if k.shape[-2] != length:
+        raise ValueError(f"sliding windows need self-attention (Tq = Tk), got {length} and {k.shape[-2]}")
+    check_mask(key_mask, (batch, length), name="key_mask")
+    return batch, length
+
+
 def flex_sliding_window_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
                                   key_mask: torch.Tensor | None = None, window: int = 64,
                                   compiled: bool = False, block_size: int = 128):
@@ -146,12 +157,7 @@ def flex_sliding_window_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Ten
     """
     if not FLEX_AVAILABLE:
         raise RuntimeError(f"flex_attention needs PyTorch >= 2.5, this is {torch.__version__}")
-    check_positive("window", window)
-    check_qkv(q, k, v, None)
-    batch, _, length, _ = q.shape
-    if k.shape[-2] != length:
-        raise ValueError(f"sliding windows need self-attention (Tq = Tk), got {length} and {k.shape[-2]}")
-    check_mask(key_mask, (batch, length), name="key_mask")
+    batch, length = _check_window_inputs(q, k, v, key_mask, window)
     real = key_mask if key_mask is not None else torch.ones(batch, length, dtype=torch.bool, device=q.device)
 
     def in_window(b, h, q_idx, kv_idx):
@@ -204,12 +210,8 @@ def sliding_window_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
     Shapes: q, k ``(B, h, T, d_h)``, v ``(B, h, T, d_v)``, key_mask ``(B, T)`` (True = real)
     -> ``(B, h, T, d_v)``; a query with no real key in reach gets zeros.
     """
-    check_positive("window", window)
-    check_qkv(q, k, v, None)
-    batch, heads, length, _ = q.shape
-    if k.shape[-2] != length:
-        raise ValueError(f"sliding windows need self-attention (Tq = Tk), got {length} and {k.shape[-2]}")
-    check_mask(key_mask, (batch, length), name="key_mask")
+    batch, length = _check_window_inputs(q, k, v, key_mask, window)
+    heads = q.shape[1]
     if key_mask is None:
         key_mask = torch.ones(batch, length, dtype=torch.bool, device=q.device)
     c = window
