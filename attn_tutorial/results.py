@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import datetime as _dt
+import functools
 import importlib
 import json
 import os
@@ -95,6 +96,13 @@ def get_experiment(name: str) -> Experiment:
     return EXPERIMENTS[name]
 
 
+@functools.lru_cache(maxsize=1)
+def code_commit() -> str | None:
+    """The commit of the code this process runs: taken once, at its first run, because a commit made
+    while a long run trains does not change the code the process has already loaded."""
+    return git_commit()
+
+
 def git_commit() -> str | None:
     root = repo_root()
     if root is None:
@@ -134,6 +142,7 @@ def run_experiment(
     from attn_tutorial.training import get_device, seed_everything
 
     exp = get_experiment(name)
+    commit = code_commit()  # now, before training: the experiment's modules are loaded
     prof = profile if isinstance(profile, Profile) else current_profile(profile)
     device = torch.device(device) if device is not None else get_device()
     if retrain is None:
@@ -181,7 +190,7 @@ def run_experiment(
             "python": sys.version.split()[0],
             "platform": platform.platform(terse=True),
         },
-        "git_commit": git_commit(),
+        "git_commit": commit,
         "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
     }
 

@@ -109,3 +109,15 @@ def test_records_keep_lists_of_numbers_on_one_line_and_round_trip():
     assert "[0.25, -1e-05, 3]" in text and "[1.5e+20, 0.0]" in text
     assert '"note": "[0,\\n 1] stays as written"' in text  # strings are never touched
     assert len(text) < len(json.dumps(record, indent=2)) and text.endswith("\n")
+
+
+def test_a_record_names_the_commit_its_process_loaded(monkeypatch):
+    """A commit made while a long run trains must not be credited with that run's numbers."""
+    from attn_tutorial import results
+
+    results.code_commit.cache_clear()
+    monkeypatch.setattr(results, "git_commit", lambda: "aaaaaaa")
+    assert results.code_commit() == "aaaaaaa"
+    monkeypatch.setattr(results, "git_commit", lambda: "bbbbbbb")  # HEAD moves during the run
+    assert results.code_commit() == "aaaaaaa"
+    results.code_commit.cache_clear()
