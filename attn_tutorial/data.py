@@ -17,12 +17,16 @@ Every split has at least the columns ``text`` (str) and ``label`` (int).
 To make a local copy once, with internet (the test suite runs offline and needs one)::
 
     python -m attn_tutorial.data fetch imdb --to data
+    python -m attn_tutorial.data build polarity_v2 --to data   # no hub copy: the authors' archive
+
+``make book`` builds polarity v2.0 into ``data/`` by itself when no copy exists and it is online.
 """
 
 from __future__ import annotations
 
 import hashlib
 import os
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -220,7 +224,9 @@ def load_dataset(name: str, split: str | None = None, data_dir=None):
         f"could not load dataset {name!r}. Looked at:\n  - " + "\n  - ".join(looked) + "\n"
         f"Provide it by either setting {DATA_DIR_ENV} to a folder holding "
         + ", ".join(spec.local_files.values())
-        + (f", or connecting to the internet so `datasets` can download {spec.hub_id}." if spec.hub_id else ".")
+        + (f", or connecting to the internet so `datasets` can download {spec.hub_id}." if spec.hub_id else
+           f", or building it from its authors' archive: python -m attn_tutorial.data build {name}"
+           " (downloads it; --source for a copy you downloaded).")
     )
 
 
@@ -275,6 +281,107 @@ def fetch(name: str, target: str | os.PathLike) -> list[Path]:
     return written
 
 
+# Polarity v2.0 has no hub copy: it is built from the authors' archive, whose txt_sentoken/pos and
+# txt_sentoken/neg folders hold one review per file (cv000_29590.txt ... cv999_*.txt), one tokenised,
+# lower-cased sentence per line. The file number's hundreds are the authors' ten folds.
+POLARITY_URL = "https://www.cs.cornell.edu/people/pabo/movie-review-data/review_polarity.tar.gz"
+# SHA-256 of the table's content (see polarity_content_sha256), the same for every Parquet writer.
+POLARITY_CONTENT_SHA256 = "753b33628054b70a97982055e9a47a4c6bb3277d62232a411c4bb45c9893824b"
+
+
+def polarity_content_sha256(table) -> str:
+    """A digest of polarity v2.0's content (doc_id, label, fold, sentences, in row order), which does
+    not depend on how the Parquet file was written."""
+    digest = hashlib.sha256()
+    for doc_id, label, fold, sentences in zip(table["doc_id"], table["label"], table["fold"], table["sentences"]):
+        digest.update(f"{doc_id}\t{int(label)}\t{int(fold)}\n".encode())
+        digest.update(("\n".join(sentences) + "\n\n").encode())
+    return digest.hexdigest()
+
+
+def build_polarity_v2(target: str | os.PathLike = "data", source: str | os.PathLike | None = None,
+                      *, check_content: bool = True) -> Path:
+    """Write ``<target>/polarity_v2/review_polarity_v2.parquet`` from the authors' archive.
+
+    ``source`` is a downloaded ``review_polarity.tar.gz``; without it the archive is downloaded
+    from :data:`POLARITY_URL` (unless offline). Rows: the positive reviews, then the negative ones,
+    each by file name; columns ``doc_id``, ``label`` (1 = positive), ``fold`` and ``sentences``.
+    With ``check_content`` the result must match the course's reference copy
+    (:data:`POLARITY_CONTENT_SHA256`). The directory's ``SHA256SUMS`` gets the new file's sum.
+    """
+    import io
+    import re
+    import tarfile
+    import urllib.request
+
+    import pandas as pd
+
+    if source is None:
+        if _offline():
+            raise DataNotFoundError("polarity v2.0 must be downloaded, but this session is offline: download "
+                                    f"{POLARITY_URL} elsewhere and pass it with --source")
+        try:
+            with urllib.request.urlopen(POLARITY_URL, timeout=120) as response:  # about 3 MB
+                payload = response.read()
+        except OSError as error:  # URLError, timeouts, refused connections
+            raise DataNotFoundError(f"could not download {POLARITY_URL} ({error}); download it where the "
+                                    "network allows and pass the file with --source") from None
+        archive = tarfile.open(fileobj=io.BytesIO(payload), mode="r:gz")
+    else:
+        archive = tarfile.open(Path(source), mode="r:*")
+    name_re = re.compile(r"(?:^|/)txt_sentoken/(pos|neg)/(cv(\d{3})_\d+)\.txt$")
+    rows = []
+    with archive:
+        for member in archive.getmembers():
+            found = name_re.search(member.name)
+            if not (found and member.isfile()):
+                continue
+            text = archive.extractfile(member).read().decode("utf-8", errors="strict")
+            sentences = [line.strip() for line in text.splitlines() if line.strip()]
+            rows.append({"doc_id": found.group(2), "label": int(found.group(1) == "pos"),
+                         "fold": int(found.group(3)) // 100, "sentences": sentences})
+    if not rows:
+        raise DataNotFoundError(f"{source or POLARITY_URL} holds no txt_sentoken/pos|neg/cv*.txt reviews: "
+                                "expected the authors' review_polarity.tar.gz (polarity dataset v2.0)")
+    table = pd.DataFrame(rows).sort_values(["label", "doc_id"], ascending=[False, True], kind="stable")
+    table = table.reset_index(drop=True).astype({"label": "int8", "fold": "int8"})
+    if check_content and polarity_content_sha256(table) != POLARITY_CONTENT_SHA256:
+        raise ChecksumError(f"the reviews read from {source or POLARITY_URL} ({len(table)} documents) differ from "
+                            "polarity dataset v2.0 as the course uses it; pass the authors' review_polarity.tar.gz")
+    rel = DATASETS["polarity_v2"].local_files["train"]
+    target = Path(target)
+    path = target / rel
+    path.parent.mkdir(parents=True, exist_ok=True)
+    table.to_parquet(path, index=False)
+    sums = read_sums(target / "SHA256SUMS")
+    sums[rel] = sha256_of(path)
+    lines = [f"{digest}  ./{name}" for name, digest in sorted(sums.items())]
+    (target / "SHA256SUMS").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+def ensure_local_copies() -> list[str]:
+    """Build what the hub cannot give (polarity v2.0) into the data directory (``data/`` at the
+    repository root when none is set) when it is missing there and the network may be used; returns
+    what happened, one line per dataset."""
+    directory = resolve_data_dir()
+    target = directory if directory is not None else (repo_root() or Path.cwd()) / "data"
+    report = []
+    for name, spec in DATASETS.items():
+        if spec.hub_id is not None:
+            continue
+        if all((target / rel).is_file() for rel in spec.local_files.values()):
+            report.append(f"{name}: local copy in {target}")
+        elif _offline():
+            report.append(f"{name}: no local copy in {target}, and offline: the notebooks that need it "
+                          f"will say how to provide it")
+        elif name == "polarity_v2":
+            report.append(f"{name}: built {build_polarity_v2(target)} from {POLARITY_URL}")
+        else:
+            report.append(f"{name}: no local copy in {target}, and no way to build one")
+    return report
+
+
 def main(argv: list[str] | None = None) -> int:
     import argparse
 
@@ -283,10 +390,29 @@ def main(argv: list[str] | None = None) -> int:
     get = sub.add_parser("fetch", help="download a dataset from the hub into a local data directory")
     get.add_argument("name", choices=sorted(n for n, s in DATASETS.items() if s.fetchable))
     get.add_argument("--to", default="data", help="data directory (default: ./data)")
+    build = sub.add_parser("build", help="build a dataset that has no hub copy (polarity_v2) from its authors' archive")
+    build.add_argument("name", choices=["polarity_v2"])
+    build.add_argument("--source", help="the downloaded review_polarity.tar.gz (default: download it)")
+    build.add_argument("--to", default="data", help="data directory (default: ./data)")
+    sub.add_parser("ensure", help="build what the hub cannot give into ./data when no local copy exists")
     sub.add_parser("where", help="show which data directory would be used")
     args = parser.parse_args(argv)
     if args.command == "where":
         print(resolve_data_dir() or "no data directory: datasets come from the hub")
+        return 0
+    try:
+        if args.command == "ensure":
+            for line in ensure_local_copies():
+                print(line)
+            return 0
+        if args.command == "build":
+            path = build_polarity_v2(args.to, args.source)
+    except (DataNotFoundError, ChecksumError) as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 1
+    if args.command == "build":
+        print(f"wrote {path}")
+        print(f"Use it with: export {DATA_DIR_ENV}={Path(args.to).resolve()} (or keep it in ./data)")
         return 0
     for path in fetch(args.name, args.to):
         print(f"wrote {path}")

@@ -120,3 +120,77 @@ def test_hub_is_used_without_a_local_copy(monkeypatch, tmp_path):
     monkeypatch.setattr(datasets, "load_dataset", failing_load)
     with pytest.raises(data.DataNotFoundError, match="stanfordnlp/imdb failed \\(ConnectionError: no route to host\\)"):
         data.load_dataset("imdb")
+
+
+def _polarity_archive(path, documents):
+    """A review_polarity.tar.gz in the authors' layout: {(label, doc_id): [sentence, ...]}."""
+    import io
+    import tarfile
+
+    with tarfile.open(path, "w:gz") as archive:
+        for (label, doc_id), sentences in documents.items():
+            body = ("\n".join(sentences) + "\n").encode()
+            info = tarfile.TarInfo(f"txt_sentoken/{'pos' if label else 'neg'}/{doc_id}.txt")
+            info.size = len(body)
+            archive.addfile(info, io.BytesIO(body))
+        readme = tarfile.TarInfo("poldata.README.2.0")
+        archive.addfile(readme, io.BytesIO(b""))
+    return path
+
+
+def test_polarity_is_built_from_the_authors_archive(tmp_path, monkeypatch):
+    import pandas as pd
+
+    docs = {(0, "cv100_111"): ["a bad film .", "", "dull ."], (1, "cv000_222"): ["great fun !"],
+            (1, "cv999_333"): ["loved it .", "see it ."], (0, "cv050_444"): ["meh ."]}
+    archive = _polarity_archive(tmp_path / "review_polarity.tar.gz", docs)
+    with pytest.raises(data.ChecksumError, match="differ from polarity dataset v2.0"):
+        data.build_polarity_v2(tmp_path / "data", archive)  # four made-up reviews are not the dataset
+    path = data.build_polarity_v2(tmp_path / "data", archive, check_content=False)
+    table = pd.read_parquet(path)
+    assert table["doc_id"].tolist() == ["cv000_222", "cv999_333", "cv050_444", "cv100_111"]  # pos, then neg
+    assert table["label"].tolist() == [1, 1, 0, 0] and table["fold"].tolist() == [0, 9, 0, 1]
+    assert list(table["sentences"].iloc[3]) == ["a bad film .", "dull ."]  # empty lines dropped
+    # the directory's SHA256SUMS lists the new file, so the loader accepts it
+    monkeypatch.setenv("ATTN_DATA_DIR", str(tmp_path / "data"))
+    loaded = data.load_dataset("polarity_v2", "train")
+    assert len(loaded) == 4 and {"sentences", "label"} <= set(loaded.column_names)
+
+
+def test_polarity_built_from_the_archive_is_the_reference_copy(data_dir, tmp_path):
+    """Written back into the authors' layout, the reference copy rebuilds to the same content."""
+    import pandas as pd
+
+    reference = pd.read_parquet(data_dir / "polarity_v2" / "review_polarity_v2.parquet")
+    assert data.polarity_content_sha256(reference) == data.POLARITY_CONTENT_SHA256
+    docs = {(int(r.label), r.doc_id): list(r.sentences) for r in reference.sample(frac=1.0, random_state=0).itertuples()}
+    path = data.build_polarity_v2(tmp_path / "data", _polarity_archive(tmp_path / "p.tar.gz", docs))
+    assert data.polarity_content_sha256(pd.read_parquet(path)) == data.POLARITY_CONTENT_SHA256
+
+
+def test_polarity_build_explains_a_wrong_archive(tmp_path, monkeypatch):
+    archive = _polarity_archive(tmp_path / "other.tar.gz", {})
+    with pytest.raises(data.DataNotFoundError, match="no txt_sentoken"):
+        data.build_polarity_v2(tmp_path / "data", archive)
+    import urllib.error
+    import urllib.request
+
+    def no_network(*args, **kwargs):
+        raise urllib.error.URLError("Name or service not known")
+
+    monkeypatch.setattr(urllib.request, "urlopen", no_network)
+    for flag in ("ATTN_OFFLINE", "HF_DATASETS_OFFLINE", "HF_HUB_OFFLINE", "ATTN_NO_NETWORK"):
+        monkeypatch.delenv(flag, raising=False)  # online, but the network fails
+    with pytest.raises(data.DataNotFoundError, match="could not download .* --source"):
+        data.build_polarity_v2(tmp_path / "data")
+    monkeypatch.setenv("ATTN_OFFLINE", "1")
+    with pytest.raises(data.DataNotFoundError, match="offline"):
+        data.build_polarity_v2(tmp_path / "data")  # would download
+
+
+def test_missing_polarity_names_the_build_command(tmp_path, monkeypatch):
+    monkeypatch.setenv("ATTN_DATA_DIR", str(tmp_path))
+    with pytest.raises(data.DataNotFoundError, match="python -m attn_tutorial.data build polarity_v2"):
+        data.load_dataset("polarity_v2", "train")
+    monkeypatch.setenv("ATTN_OFFLINE", "1")
+    assert "offline" in data.ensure_local_copies()[0]

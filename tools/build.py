@@ -191,6 +191,20 @@ def report_execution(out: Path, root: Path = ROOT) -> list[dict] | None:
     return bad
 
 
+def ensure_data() -> None:
+    """Polarity v2.0 has no hub copy: build it into the data directory when it is missing and the
+    network may be used (notebook 6 needs it). A failure is reported, not fatal: the notebook then
+    says how to provide the data."""
+    from attn_tutorial.data import ensure_local_copies
+
+    try:
+        for line in ensure_local_copies():
+            print(f"data: {line}", flush=True)
+    except Exception as error:  # network or archive trouble must not stop the other chapters
+        print(f"data: could not build polarity v2.0 ({type(error).__name__}: {error}); "
+              "see book/how_to_use.md, 'Data'", flush=True)
+
+
 def build_book(profile: str, out: Path, student: bool, strict: bool, jobs: str = "1", root: Path = ROOT,
                draw_figures: bool = True) -> int:
     """Build the book at ``root`` into ``out``; non-zero when Sphinx failed or a notebook did not execute.
@@ -200,6 +214,7 @@ def build_book(profile: str, out: Path, student: bool, strict: bool, jobs: str =
     """
     if root == ROOT:
         copy_mathjax()  # the course's _config.yml points mathjax_path at this copy
+        ensure_data()
         if draw_figures:
             subprocess.run([sys.executable, str(ROOT / "tools" / "figures.py")], check=True, cwd=ROOT)
     write_conf(root)
