@@ -34,7 +34,7 @@ class NBLogisticRegression:
         features = self.vectorizer.fit_transform(texts)  # (N, F), binary
         p = self.alpha + np.asarray(features[labels == 1].sum(axis=0)).ravel()
         q = self.alpha + np.asarray(features[labels == 0].sum(axis=0)).ravel()
-        self.r = np.log((p / p.sum()) / (q / q.sum()))  # (F,)
+        self.r = np.log((p / p.sum()) / (q / q.sum()))  # (F,): chapter 1's eta; p, q are its n+, n-
         self.model = LogisticRegression(C=self.C, max_iter=1000).fit(features.multiply(self.r).tocsr(), labels)
         return self
 

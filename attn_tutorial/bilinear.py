@@ -101,7 +101,8 @@ def _check_query_keys(query, keys, mask, query_dim: int, key_dim: int):
 
 class LowRankBilinearAttention(nn.Module):
     """The corrected single-query bilinear attention: ``s_j = p^T (relu(U^T q) * relu(V^T k_j))``,
-    a bilinear form of rank ``attn_dim`` (Kim et al. 2017's low-rank bilinear pooling, BAN's map
+    low-rank bilinear pooling with ``attn_dim`` multiplicative features (a bilinear form of rank at
+    most ``attn_dim`` without the ReLUs; Kim et al. 2017's low-rank bilinear pooling, BAN's map
     for one query). Query ``(B, Dq)``, keys ``(B, S, Dk)``, mask ``(B, S)`` -> context ``(B, Dk)``
     (a weighted sum of the keys as given) and weights ``(B, S)``."""
 
@@ -309,7 +310,7 @@ class BilinearAttentionMap(nn.Module):
         self.bias = nn.Parameter(torch.zeros(glimpses))  # b_g
 
     def logits(self, regions, words):
-        xu, yv = self.region(regions), self.word(words)  # (B, R, K), (B, L, K)
+        xu, yv = self.region(regions), self.word(words)  # (B, R, rank), (B, L, rank)
         return torch.einsum("brk,gk,blk->bgrl", xu, self.pool, yv) + self.bias[:, None, None]  # (B, G, R, L)
 
     def forward(self, regions, words, region_mask=None, word_mask=None):

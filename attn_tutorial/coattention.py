@@ -50,9 +50,9 @@ class ParallelCoAttention(nn.Module):
         c = torch.tanh(words @ self.affinity @ regions.transpose(1, 2))  # (B, L, R)
         if word_mask is not None:
             c = c * word_mask.unsqueeze(-1)  # padded words transfer nothing
-        wv, wq = self.region(regions), self.word(words)  # (B, R, k), (B, L, k)
+        wv, wq = self.region(regions), self.word(words)  # (B, R, d_a), (B, L, d_a)
         h_v = torch.tanh(wv + c.transpose(1, 2) @ wq)  # (B, R, k)
-        h_q = torch.tanh(wq + c @ wv)  # (B, L, k)
+        h_q = torch.tanh(wq + c @ wv)  # (B, L, d_a)
         a_v = torch.softmax(self.region_score(h_v).squeeze(-1), dim=-1)  # (B, R)
         a_q = masked_softmax(self.word_score(h_q).squeeze(-1), word_mask)  # (B, L)
         attended_v = (a_v.unsqueeze(1) @ regions).squeeze(1)  # (B, Dv)
@@ -63,7 +63,7 @@ class ParallelCoAttention(nn.Module):
 class AlternatingCoAttention(nn.Module):
     """Lu et al.'s alternating co-attention: summarise the question, attend to the image with the
     summary, attend to the question with the attended image. Each step is
-    ``x^ = sum_i softmax(w^T tanh(W_x x_i + W_g g))_i x_i``. Same shapes as
+    ``x^ = sum_i softmax(tanh(x_i W_x + u W_u) w)_i x_i`` with the guide ``u``. Same shapes as
     :class:`ParallelCoAttention`; regions and words need the same width ``D``."""
 
     def __init__(self, dim: int, hidden_dim: int):
@@ -72,8 +72,8 @@ class AlternatingCoAttention(nn.Module):
 
     @staticmethod
     def _attend(score: AdditiveScore, guide: torch.Tensor, x: torch.Tensor, mask=None):
-        weights = masked_softmax(score(guide.unsqueeze(1), x).squeeze(1), mask)  # (B, N)
-        return (weights.unsqueeze(1) @ x).squeeze(1), weights  # (B, D), (B, N)
+        weights = masked_softmax(score(guide.unsqueeze(1), x).squeeze(1), mask)  # (B, S), S = positions of x
+        return (weights.unsqueeze(1) @ x).squeeze(1), weights  # (B, D), (B, S)
 
     def forward(self, regions, words, word_mask=None):
         if regions.shape[-1] != words.shape[-1]:

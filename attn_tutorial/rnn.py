@@ -29,7 +29,7 @@ class BiLSTMEncoder(nn.Module):
         input_size, hidden_size, num_layers, dropout: as for ``nn.LSTM``.
         mode: ``"reverse"`` (default: reverse within lengths, run each direction as a plain
             LSTM) or ``"packed"`` (``pack_padded_sequence``). Both use the same weights and give
-            the same outputs; "reverse" is usually faster on a CPU (section 4 times both).
+            the same outputs; "reverse" is usually faster on a CPU (notebook 1, section 4, times both).
 
     Shapes:
         x ``(B, T, input_size)``, lengths ``(B,)`` (>= 1) -> ``(B, T, 2 * hidden_size)``,
@@ -66,7 +66,7 @@ class BiLSTMEncoder(nn.Module):
             packed = pack_padded_sequence(x, lengths.cpu(), batch_first=True, enforce_sorted=False)
             out, _ = self.lstm(packed)
             out, _ = pad_packed_sequence(out, batch_first=True, total_length=x.shape[1])
-            return out  # (B, T, 2H), zeros at padding
+            return out  # (B, T, 2 * hidden_size), zeros at padding
         for layer in range(self.num_layers):
             template = self._templates[layer]
             forward_states, _ = functional_call(template, self._direction(layer, False), (x,))
@@ -75,7 +75,7 @@ class BiLSTMEncoder(nn.Module):
             x = torch.cat([forward_states, reverse_padded(backward_states, lengths)], dim=-1) * mask
             if layer < self.num_layers - 1:
                 x = nn.functional.dropout(x, self.dropout, self.training)
-        return x  # (B, T, 2H)
+        return x  # (B, T, 2 * hidden_size)
 
 
 def masked_mean(x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:

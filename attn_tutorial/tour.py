@@ -70,7 +70,7 @@ class BagOfNgrams(nn.Module):
         """ids, weights: (nnz,), weights sum to 1 per text; offsets: (B,) -> (B, C)."""
         mean = self.embedding(
             ids, offsets, per_sample_weights=weights
-        )  # (B, E); an empty text gives 0
+        )  # (B, D); an empty text gives 0
         return self.classifier(mean)
 
 

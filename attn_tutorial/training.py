@@ -98,7 +98,8 @@ def classification_metrics(labels, predictions, num_classes: int = 2) -> dict:
 
 
 class EarlyStopping:
-    """Track a metric's best value; ``should_stop`` after ``patience`` bad epochs."""
+    """Track a metric's best value; ``should_stop`` once more than ``patience`` epochs in a row were
+    not better (``patience`` bad epochs are tolerated)."""
 
     def __init__(self, patience: int, mode: str = "max", min_delta: float = 0.0):
         if patience < 0:
