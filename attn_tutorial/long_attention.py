@@ -3,8 +3,8 @@
 """Attention for long sequences (chapter 10): exact attention in less memory, restricted patterns,
 low-rank and kernel approximations, and axial attention over a grid.
 
-Masks follow the package convention: bool, True = may attend. Shapes: q ``(B, h, Tq, d_h)``,
-k ``(B, h, Tk, d_h)``, v ``(B, h, Tk, d_v)``; a key mask is ``(B, T)``.
+Masks follow the package convention: bool, True = may attend. Shapes: q ``(B, H, Tq, d_h)``,
+k ``(B, H, Tk, d_h)``, v ``(B, H, Tk, d_v)``; a key mask is ``(B, T)``.
 """
 
 from __future__ import annotations
@@ -34,12 +34,12 @@ class _OnlineSoftmaxAttention(torch.autograd.Function):
     @staticmethod
     def forward(ctx, q, k, v, mask, block):
         scale = 1 / math.sqrt(q.shape[-1])
-        row_max = q.new_full((*q.shape[:-1], 1), float("-inf"))  # mu: (B, h, Tq, 1)
+        row_max = q.new_full((*q.shape[:-1], 1), float("-inf"))  # mu: (B, H, Tq, 1)
         row_sum = q.new_zeros((*q.shape[:-1], 1))  # rho
         acc = q.new_zeros((*q.shape[:-1], v.shape[-1]))  # o, not yet divided by rho
         for start in range(0, k.shape[-2], block):
             cols = slice(start, start + block)
-            scores = (q * scale) @ k[..., cols, :].transpose(-2, -1)  # (B, h, Tq, c)
+            scores = (q * scale) @ k[..., cols, :].transpose(-2, -1)  # (B, H, Tq, c)
             if mask is not None:
                 scores.masked_fill_(~mask[..., cols], float("-inf"))
             new_max = torch.maximum(row_max, scores.amax(-1, keepdim=True))
@@ -62,16 +62,16 @@ class _OnlineSoftmaxAttention(torch.autograd.Function):
         q, k, v, out, lse, *mask = ctx.saved_tensors
         scale, block = ctx.scale, ctx.block
         grad_q, grad_k, grad_v = torch.zeros_like(q), torch.zeros_like(k), torch.zeros_like(v)
-        delta = (grad_out * out).sum(-1, keepdim=True)  # rowsum(dO * O): (B, h, Tq, 1)
+        delta = (grad_out * out).sum(-1, keepdim=True)  # rowsum(dO * O): (B, H, Tq, 1)
         for start in range(0, k.shape[-2], block):
             cols = slice(start, start + block)
             k_block, v_block = k[..., cols, :], v[..., cols, :]
-            scores = (q * scale) @ k_block.transpose(-2, -1)  # recomputed: (B, h, Tq, c)
+            scores = (q * scale) @ k_block.transpose(-2, -1)  # recomputed: (B, H, Tq, c)
             if mask:
                 scores.masked_fill_(~mask[0][..., cols], float("-inf"))
             weights = scores.sub_(lse).exp_()  # this block's columns of A, as in the forward pass
             grad_v[..., cols, :] = weights.transpose(-2, -1) @ grad_out  # dV = A^T dO
-            grad_scores = (grad_out @ v_block.transpose(-2, -1)).sub_(delta).mul_(weights)  # dS = A * (dA - D)
+            grad_scores = (grad_out @ v_block.transpose(-2, -1)).sub_(delta).mul_(weights)  # dS = A * (dO V^T - Delta)
             grad_q += (grad_scores @ k_block) * scale
             grad_k[..., cols, :] = (grad_scores.transpose(-2, -1) @ q) * scale
         return grad_q, grad_k, grad_v, None, None
@@ -84,12 +84,12 @@ def online_softmax_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
     fused kernel).
 
     Args:
-        q ``(B, h, Tq, d_h)``, k ``(B, h, Tk, d_h)``, v ``(B, h, Tk, d_v)``.
-        mask: bool, broadcastable to ``(B, h, Tq, Tk)``, True = may attend.
+        q ``(B, H, Tq, d_h)``, k ``(B, H, Tk, d_h)``, v ``(B, H, Tk, d_v)``.
+        mask: bool, broadcastable to ``(B, H, Tq, Tk)``, True = may attend.
         block: keys per step; the last block may be shorter.
 
     Returns:
-        context ``(B, h, Tq, d_v)``; a row with no allowed key is zero. Forward and backward hold
+        context ``(B, H, Tq, d_v)``; a row with no allowed key is zero. Forward and backward hold
         ``B*h*Tq*block`` scores at a time instead of ``B*h*Tq*Tk``: the backward pass recomputes
         each block's weights from the output and the per-row log-sum-exp saved by the forward pass.
     """
@@ -109,7 +109,7 @@ def chunked_exact_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
     in training as in inference, for about one more forward pass of compute.
 
     Same arguments as :func:`attn_tutorial.mhsa.explicit_attention`; returns the context
-    ``(B, h, Tq, d_v)`` (rows with no allowed key are zero).
+    ``(B, H, Tq, d_v)`` (rows with no allowed key are zero).
     """
     check_positive("chunk", chunk)
     check_qkv(q, k, v, mask)
@@ -121,11 +121,11 @@ def chunked_exact_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
         part_mask = mask[..., rows, :] if per_query else mask
 
         def attend(q_part, k, v, part_mask=part_mask):
-            return explicit_attention(q_part, k, v, part_mask)[0]  # (B, h, c, d_v)
+            return explicit_attention(q_part, k, v, part_mask)[0]  # (B, H, c, d_v)
 
         q_part = q[..., rows, :]
         parts.append(attend(q_part, k, v) if store else checkpoint(attend, q_part, k, v, use_reentrant=False))
-    return torch.cat(parts, dim=-2)  # (B, h, Tq, d_v)
+    return torch.cat(parts, dim=-2)  # (B, H, Tq, d_v)
 
 
 try:  # PyTorch >= 2.5
@@ -149,10 +149,10 @@ def _check_window_inputs(q, k, v, key_mask, window) -> tuple[int, int]:
 def flex_sliding_window_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
                                   key_mask: torch.Tensor | None = None, window: int = 64,
                                   compiled: bool = False, block_size: int = 128):
-    """Sliding-window self-attention (``|i - j| <= window``) with ``flex_attention``.
+    """Sliding-window self-attention (``|t - s| <= window``) with ``flex_attention``.
 
-    q, k ``(B, h, T, d_h)``, v ``(B, h, T, d_v)``, key_mask ``(B, T)`` (True = real token)
-    -> ``((B, h, T, d_v), block_mask)``. Rows with no allowed key are zero. Eager mode (the
+    q, k ``(B, H, T, d_h)``, v ``(B, H, T, d_v)``, key_mask ``(B, T)`` (True = real token)
+    -> ``((B, H, T, d_v), block_mask)``. Rows with no allowed key are zero. Eager mode (the
     default) materialises the scores; ``compiled=True`` runs it through ``torch.compile``.
     """
     if not FLEX_AVAILABLE:
@@ -173,8 +173,8 @@ def flex_sliding_window_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Ten
 
 
 def dilated_window_mask(length: int, window: int, dilation: int = 1, device=None) -> torch.Tensor:
-    """``(T, T)`` bool: query ``i`` may see key ``j`` when ``|i - j| <= window * dilation`` and
-    ``i - j`` is a multiple of ``dilation`` (``dilation=1``: the sliding window ``|i - j| <= window``)."""
+    """``(T, T)`` bool: query ``t`` may see key ``s`` when ``|t - s| <= window * dilation`` and
+    ``t - s`` is a multiple of ``dilation`` (``dilation=1``: the sliding window ``|i - j| <= window``)."""
     check_positive("length", length)
     check_positive("window", window)
     check_positive("dilation", dilation)
@@ -183,7 +183,7 @@ def dilated_window_mask(length: int, window: int, dilation: int = 1, device=None
 
 
 def sliding_window_mask(length: int, window: int, device=None) -> torch.Tensor:
-    """``(T, T)`` bool: ``|i - j| <= window`` (each query sees ``2 * window + 1`` keys)."""
+    """``(T, T)`` bool: ``|t - s| <= window`` (each query sees ``2 * window + 1`` keys)."""
     return dilated_window_mask(length, window, 1, device)
 
 
@@ -207,8 +207,8 @@ def sliding_window_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
     Queries go in blocks of ``window``; block ``b`` scores keys of blocks ``b - 1, b, b + 1``
     (``3 * window`` keys) under a fixed token-level band, each block a small SDPA problem.
 
-    Shapes: q, k ``(B, h, T, d_h)``, v ``(B, h, T, d_v)``, key_mask ``(B, T)`` (True = real)
-    -> ``(B, h, T, d_v)``; a query with no real key in reach gets zeros.
+    Shapes: q, k ``(B, H, T, d_h)``, v ``(B, H, T, d_v)``, key_mask ``(B, T)`` (True = real)
+    -> ``(B, H, T, d_v)``; a query with no real key in reach gets zeros.
     """
     batch, length = _check_window_inputs(q, k, v, key_mask, window)
     heads = q.shape[1]
@@ -217,31 +217,31 @@ def sliding_window_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
     c = window
     n_blocks = -(-length // c)
     pad = n_blocks * c - length
-    q, k, v = (F.pad(t, (0, 0, 0, pad)) for t in (q, k, v))  # (B, h, nb*c, d)
+    q, k, v = (F.pad(t, (0, 0, 0, pad)) for t in (q, k, v))  # (B, H, nb*c, d_h or d_v)
     real = F.pad(key_mask, (0, pad), value=False)  # (B, nb*c)
 
-    def blocks(t):  # (B, h, nb*c, d) -> (B*nb, h, c, d): one small attention problem per query block
+    def blocks(t):  # (B, H, nb*c, d_h) -> (B*nb, H, c, d_h) (d_v for values): one small attention problem per query block
         return t.view(batch, heads, n_blocks, c, -1).transpose(1, 2).reshape(batch * n_blocks, heads, c, -1)
 
-    def with_neighbours(t):  # (B*nb, h|1, c, d) -> (B*nb, h|1, 3c, d): previous, own and next block
+    def with_neighbours(t):  # (B*nb, H|1, c, d_h) -> (B*nb, H|1, 3c, d_h): previous, own and next block
         t = t.view(batch, n_blocks, *t.shape[1:])
         t = F.pad(t, (0, 0, 0, 0, 0, 0, 1, 1))  # an empty block before the first and after the last
         return torch.cat([t[:, :-2], t[:, 1:-1], t[:, 2:]], dim=3).flatten(0, 1)
 
-    qb = blocks(q)  # (B*nb, h, c, d_h)
-    kb, vb = with_neighbours(blocks(k)), with_neighbours(blocks(v))  # (B*nb, h, 3c, d)
+    qb = blocks(q)  # (B*nb, H, c, d_h)
+    kb, vb = with_neighbours(blocks(k)), with_neighbours(blocks(v))  # (B*nb, H, 3c, d_h), (B*nb, H, 3c, d_v)
     real_b = with_neighbours(real.view(batch * n_blocks, 1, c, 1).float()).bool()  # (B*nb, 1, 3c, 1)
     # query i of a block and key j of its 3c neighbours are (j - c) - i positions apart
     offset = torch.arange(3 * c, device=q.device)[None, :] - c - torch.arange(c, device=q.device)[:, None]
     allowed = (offset.abs() <= window) & real_b.transpose(-2, -1)  # (B*nb, 1, c, 3c)
-    context = sdpa_attention(qb, kb, vb, allowed)  # (B*nb, h, c, d_v), fused; empty rows are zero
-    context = context.view(batch, n_blocks, heads, c, -1).transpose(1, 2)  # (B, h, nb, c, d_v)
+    context = sdpa_attention(qb, kb, vb, allowed)  # (B*nb, H, c, d_v), fused; empty rows are zero
+    context = context.view(batch, n_blocks, heads, c, -1).transpose(1, 2)  # (B, H, nb, c, d_v)
     return context.reshape(batch, heads, n_blocks * c, -1)[:, :, :length]
 
 
 class LinformerProjection(nn.Module):
-    """Linformer's length projections (Wang et al. 2020): keys and values ``(B, h, T, d)`` ->
-    ``(B, h, r, d)`` through learned ``(max_len, r)`` matrices E and F (rows beyond T unused).
+    """Linformer's length projections (Wang et al. 2020): keys ``(B, H, T, d_h)`` and values ``(B, H, T, d_v)`` ->
+    ``(B, H, r, d_h)`` and ``(B, H, r, d_v)`` through learned ``(max_len, r)`` matrices E and F (rows beyond T unused).
 
     Padded keys are zeroed before the projection. ``rank`` must not exceed ``max_len``; inputs
     longer than ``max_len`` raise.
@@ -266,13 +266,13 @@ class LinformerProjection(nn.Module):
             keep = key_mask[:, None, :, None].to(k.dtype)  # (B, 1, T, 1)
             k, v = k * keep, v * keep
         E, F_ = self.E[:length].to(k.dtype), self.F[:length].to(v.dtype)  # (T, r)
-        return E.T @ k, F_.T @ v  # (B, h, r, d_h), (B, h, r, d_v)
+        return E.T @ k, F_.T @ v  # (B, H, r, d_h), (B, H, r, d_v)
 
 
 def linformer_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
                         projection: LinformerProjection, key_mask: torch.Tensor | None = None) -> torch.Tensor:
-    """``softmax(q (E^T k)^T / sqrt(d_h)) (F^T v)``: ``(B, h, T, r)`` scores instead of ``(B, h, T, T)``.
-    Shapes: q ``(B, h, Tq, d_h)``, k ``(B, h, T, d_h)``, v ``(B, h, T, d_v)`` -> ``(B, h, Tq, d_v)``."""
+    """``softmax(q (E^T k)^T / sqrt(d_h)) (F^T v)``: ``(B, H, T, r)`` scores instead of ``(B, H, T, T)``.
+    Shapes: q ``(B, H, Tq, d_h)``, k ``(B, H, T, d_h)``, v ``(B, H, T, d_v)`` -> ``(B, H, Tq, d_v)``."""
     check_qkv(q, k, v, None)
     k_r, v_r = projection(k, v, key_mask)
     return F.scaled_dot_product_attention(q, k_r, v_r)
@@ -287,23 +287,23 @@ def kernel_attention(q_features: torch.Tensor, k_features: torch.Tensor, v: torc
                      key_mask: torch.Tensor | None = None) -> torch.Tensor:
     """``phi(q) (phi(k)^T v) / (phi(q) sum_s phi(k_s))`` from positive features.
 
-    Shapes: q_features ``(B, h, Tq, m)``, k_features ``(B, h, Tk, m)``, v ``(B, h, Tk, d_v)``,
-    key_mask ``(B, Tk)`` -> ``(B, h, Tq, d_v)``. Padded keys get zero features; a query with no
+    Shapes: q_features ``(B, H, Tq, n_phi)``, k_features ``(B, H, Tk, n_phi)``, v ``(B, H, Tk, d_v)``,
+    key_mask ``(B, Tk)`` -> ``(B, H, Tq, d_v)``. Padded keys get zero features; a query with no
     real key gets zeros. Time and memory grow linearly with the length.
     """
     if key_mask is not None:
         check_mask(key_mask, (k_features.shape[0], k_features.shape[-2]), name="key_mask")
-        k_features = k_features * key_mask[:, None, :, None].to(k_features.dtype)  # (B, h, Tk, m)
-    summary = k_features.transpose(-2, -1) @ v  # (B, h, m, d_v)
-    normaliser = k_features.sum(-2).unsqueeze(-1)  # (B, h, m, 1)
+        k_features = k_features * key_mask[:, None, :, None].to(k_features.dtype)  # (B, H, Tk, n_phi)
+    summary = k_features.transpose(-2, -1) @ v  # (B, H, n_phi, d_v)
+    normaliser = k_features.sum(-2).unsqueeze(-1)  # (B, H, n_phi, 1)
     tiny = torch.finfo(v.dtype).tiny  # only a query with no real key has a zero normaliser: 0 / tiny = 0
-    return (q_features @ summary) / (q_features @ normaliser).clamp_min(tiny)  # (B, h, Tq, d_v)
+    return (q_features @ summary) / (q_features @ normaliser).clamp_min(tiny)  # (B, H, Tq, d_v)
 
 
 def linear_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
                      key_mask: torch.Tensor | None = None, feature_map=elu_feature_map) -> torch.Tensor:
     """Linear attention (Katharopoulos et al. 2020) with ``feature_map`` (default ``elu + 1``).
-    Shapes: q ``(B, h, Tq, d_h)``, k ``(B, h, Tk, d_h)``, v ``(B, h, Tk, d_v)`` -> ``(B, h, Tq, d_v)``."""
+    Shapes: q ``(B, H, Tq, d_h)``, k ``(B, H, Tk, d_h)``, v ``(B, H, Tk, d_v)`` -> ``(B, H, Tq, d_v)``."""
     check_qkv(q, k, v, None)
     return kernel_attention(feature_map(q), feature_map(k), v, key_mask)
 
@@ -311,54 +311,54 @@ def linear_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
 def causal_linear_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
                             feature_map=elu_feature_map) -> torch.Tensor:
     """Causal linear attention in parallel: query ``t`` sees keys ``s <= t`` through prefix sums
-    of ``phi(k_s) v_s^T`` (memory ``B*h*T*m*d_v``). Shapes as :func:`linear_attention` (Tq = Tk)."""
+    of ``phi(k_s)^T v_s`` (memory ``B*H*T*n_phi*d_v``). Shapes as :func:`linear_attention` (Tq = Tk)."""
     check_qkv(q, k, v, None)
-    fq, fk = feature_map(q), feature_map(k)  # (B, h, T, m)
-    states = torch.cumsum(fk.unsqueeze(-1) * v.unsqueeze(-2), dim=-3)  # (B, h, T, m, d_v): S_t
-    normalisers = torch.cumsum(fk, dim=-2)  # (B, h, T, m): z_t
-    numerator = (fq.unsqueeze(-2) @ states).squeeze(-2)  # (B, h, T, d_v)
+    fq, fk = feature_map(q), feature_map(k)  # (B, H, T, n_phi)
+    states = torch.cumsum(fk.unsqueeze(-1) * v.unsqueeze(-2), dim=-3)  # (B, H, T, n_phi, d_v): Gamma_t
+    normalisers = torch.cumsum(fk, dim=-2)  # (B, H, T, n_phi): gamma_t
+    numerator = (fq.unsqueeze(-2) @ states).squeeze(-2)  # (B, H, T, d_v)
     return numerator / (fq * normalisers).sum(-1, keepdim=True).clamp_min(torch.finfo(v.dtype).tiny)
 
 
 def causal_linear_attention_recurrent(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
                                       feature_map=elu_feature_map) -> torch.Tensor:
     """The same as :func:`causal_linear_attention`, one token at a time, as an RNN whose state is
-    ``S_t = S_{t-1} + phi(k_t) v_t^T`` ``(m, d_v)`` and ``z_t = z_{t-1} + phi(k_t)`` ``(m,)``:
+    ``Gamma_t = Gamma_{t-1} + phi(k_t)^T v_t`` ``(n_phi, d_v)`` and ``gamma_t = gamma_{t-1} + phi(k_t)`` ``(n_phi,)``:
     constant memory per step, whatever the length (how such models generate text)."""
     check_qkv(q, k, v, None)
-    fq, fk = feature_map(q), feature_map(k)  # (B, h, T, m)
-    state = fq.new_zeros(*fq.shape[:-2], fq.shape[-1], v.shape[-1])  # S: (B, h, m, d_v)
-    normaliser = fq.new_zeros(*fq.shape[:-2], fq.shape[-1])  # z: (B, h, m)
+    fq, fk = feature_map(q), feature_map(k)  # (B, H, T, n_phi)
+    state = fq.new_zeros(*fq.shape[:-2], fq.shape[-1], v.shape[-1])  # Gamma: (B, H, n_phi, d_v)
+    normaliser = fq.new_zeros(*fq.shape[:-2], fq.shape[-1])  # gamma: (B, H, n_phi)
     outputs = []
     for t in range(q.shape[-2]):
-        state = state + fk[..., t, :, None] * v[..., t, None, :]  # add phi(k_t) v_t^T
+        state = state + fk[..., t, :, None] * v[..., t, None, :]  # add phi(k_t)^T v_t (an outer product)
         normaliser = normaliser + fk[..., t, :]
-        top = (fq[..., t, None, :] @ state).squeeze(-2)  # (B, h, d_v)
-        bottom = (fq[..., t, :] * normaliser).sum(-1, keepdim=True).clamp_min(torch.finfo(v.dtype).tiny)  # (B, h, 1)
+        top = (fq[..., t, None, :] @ state).squeeze(-2)  # (B, H, d_v)
+        bottom = (fq[..., t, :] * normaliser).sum(-1, keepdim=True).clamp_min(torch.finfo(v.dtype).tiny)  # (B, H, 1)
         outputs.append(top / bottom)
-    return torch.stack(outputs, dim=-2)  # (B, h, T, d_v)
+    return torch.stack(outputs, dim=-2)  # (B, H, T, d_v)
 
 
 def orthogonal_random_features(n_features: int, dim: int, generator: torch.Generator | None = None) -> torch.Tensor:
-    """``(m, d)`` Gaussian projection drawn in orthogonal blocks of ``d`` rows, each row rescaled
+    """``(n_features, dim)`` Gaussian projection drawn in orthogonal blocks of ``dim`` rows, each row rescaled
     to the norm of a Gaussian vector (FAVOR+'s orthogonal random features)."""
     check_positive("n_features", n_features)
     check_positive("dim", dim)
     blocks = []
     for _ in range(-(-n_features // dim)):
         gaussian = torch.randn(dim, dim, generator=generator)
-        orthonormal, _ = torch.linalg.qr(gaussian)  # (d, d), orthonormal columns
+        orthonormal, _ = torch.linalg.qr(gaussian)  # (dim, dim), orthonormal columns
         blocks.append(orthonormal.T)
-    rows = torch.cat(blocks)[:n_features]  # (m, d) unit rows
+    rows = torch.cat(blocks)[:n_features]  # (n_features, dim) unit rows
     norms = torch.randn(n_features, dim, generator=generator).norm(dim=1, keepdim=True)  # chi(d)
     return rows * norms
 
 
 def favor_features(x: torch.Tensor, projection: torch.Tensor, is_query: bool) -> torch.Tensor:
-    """Positive random features ``exp(w^T x - |x|^2 / 2) / sqrt(m)`` of ``x`` ``(…, T, d)`` ->
-    ``(…, T, m)``, with ``x`` already scaled by ``d^{-1/4}``. A constant is subtracted in the
+    """Positive random features ``exp(x xi^T - |x|^2 / 2) / sqrt(n_phi)`` of ``x`` ``(…, T, d_h)``, one per
+    row ``xi`` of ``projection`` -> ``(…, T, n_phi)``, with ``x`` already scaled by ``d_h^{-1/4}``. A constant is subtracted in the
     exponent for stability (per query row, or over all keys); it cancels in the normalisation."""
-    projected = x @ projection.T.to(x.dtype)  # (…, T, m)
+    projected = x @ projection.T.to(x.dtype)  # (…, T, n_phi)
     exponent = projected - x.square().sum(-1, keepdim=True) / 2
     stabiliser = (exponent.amax(-1, keepdim=True) if is_query
                   else exponent.amax(dim=(-2, -1), keepdim=True)).detach()
@@ -427,7 +427,7 @@ class ScalableSelfAttention(MultiHeadSelfAttention):
     Args:
         embed_dim, num_heads: as :class:`MultiHeadSelfAttention`.
         kind: ``"full"`` (exact, SDPA), ``"chunked"`` (exact, query chunks recomputed in the
-            backward pass), ``"window"`` (``|i - j| <= window``), ``"linformer"`` (rank
+            backward pass), ``"window"`` (``|t - s| <= window``), ``"linformer"`` (rank
             ``rank``, needs ``max_len``), ``"linear"`` (``elu + 1`` features) or
             ``"performer"`` (``n_features`` fixed orthogonal random features, drawn from ``seed``).
 
@@ -459,7 +459,7 @@ class ScalableSelfAttention(MultiHeadSelfAttention):
             raise ValueError(f"kind={self.kind!r} never forms the attention weights; use kind='full'")
         check_layer_input(x, self.embed_dim)
         check_mask(mask, x.shape[:2])
-        q, k, v = (split_heads(t, self.num_heads) for t in self.in_proj(x).chunk(3, dim=-1))  # (B, h, T, d_h)
+        q, k, v = (split_heads(t, self.num_heads) for t in self.in_proj(x).chunk(3, dim=-1))  # (B, H, T, d_h)
         if self.kind == "chunked":
             keys = None if mask is None else mask[:, None, None, :]  # (B, 1, 1, T)
             context = chunked_exact_attention(q, k, v, keys, self.chunk)

@@ -63,7 +63,7 @@ def measure_here(config: dict) -> dict:
     torch.set_num_threads(config.get("threads", 2))
     device = torch.device(config.get("device", "cpu"))
     shape = (config["batch"], config["heads"], config["length"], config["head_dim"])
-    q, k, v = (torch.randn(shape, device=device, requires_grad=True) for _ in range(3))  # (B, h, T, d_h)
+    q, k, v = (torch.randn(shape, device=device, requires_grad=True) for _ in range(3))  # (B, H, T, d_h)
     attend = _attention_step(config["kind"], config["length"], config["head_dim"], device)
 
     def train_step():

@@ -45,7 +45,7 @@ class RelativePositionBias(nn.Module):
 
 
 class BiasedSelfAttention(nn.Module):
-    """Multi-head self-attention with an additive score bias: ``softmax(q k^T / sqrt(d) + bias) v``.
+    """Multi-head self-attention with an additive score bias: ``softmax(q k^T / sqrt(d_h) + bias) v``.
     ``x (B, T, D)``, ``bias (B, H, T, T)``, mask ``(B, T)`` -> output ``(B, T, D)``, weights ``(B, H, T, T)``."""
 
     def __init__(self, dim: int, num_heads: int):
@@ -61,7 +61,7 @@ class BiasedSelfAttention(nn.Module):
         expected = (x.shape[0], self.num_heads, x.shape[1], x.shape[1])
         if bias.shape != expected:
             raise ValueError(f"bias must be (B, H, T, T) = {expected}, got {tuple(bias.shape)}")
-        q, k, v = (split_heads(t, self.num_heads) for t in self.qkv(x).chunk(3, -1))  # (B, H, T, d) each
+        q, k, v = (split_heads(t, self.num_heads) for t in self.qkv(x).chunk(3, -1))  # (B, H, T, d_h) each
         scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1]) + bias  # (B, H, T, T)
         weights = masked_softmax(scores, None if mask is None else mask[:, None, None, :])
         return self.out(merge_heads(weights @ v)), weights
@@ -128,11 +128,11 @@ class RegionTransformerVQA(nn.Module):
 
 
 class RelationNetworkVQA(nn.Module):
-    """Santoro et al.'s relation network over the ``k`` proposals: ``f(sum_ij g(o_i, o_j, q))``,
-    every ordered pair (including i = j) through the same MLP ``g``. Same ``forward`` as
+    """Santoro et al.'s relation network over the ``k`` proposals: ``psi_out(sum_ij psi_pair(r_i, r_j, u))``,
+    every ordered pair (including i = j) through the same MLP ``psi_pair`` (Santoro's g and f). Same ``forward`` as
     :class:`RegionTransformerVQA`; returns ``{"logits": (B, A)}`` (no attention weights).
 
-    ``g``'s first layer is linear in ``[o_i; o_j; q]``, so it is computed as ``A o_i + B o_j + C q``
+    ``psi_pair``'s first layer is linear in ``[r_i; r_j; u]``, so it is computed as ``r_i W_1 + r_j W_2 + u W_3``
     on the ``k`` objects and broadcast to the ``k^2`` pairs: the same function, ``k`` times fewer
     products in that layer."""
 
