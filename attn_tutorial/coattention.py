@@ -51,7 +51,7 @@ class ParallelCoAttention(nn.Module):
         if word_mask is not None:
             c = c * word_mask.unsqueeze(-1)  # padded words transfer nothing
         wv, wq = self.region(regions), self.word(words)  # (B, R, d_a), (B, L, d_a)
-        h_v = torch.tanh(wv + c.transpose(1, 2) @ wq)  # (B, R, k)
+        h_v = torch.tanh(wv + c.transpose(1, 2) @ wq)  # (B, R, d_a)
         h_q = torch.tanh(wq + c @ wv)  # (B, L, d_a)
         a_v = torch.softmax(self.region_score(h_v).squeeze(-1), dim=-1)  # (B, R)
         a_q = masked_softmax(self.word_score(h_q).squeeze(-1), word_mask)  # (B, L)

@@ -19,7 +19,8 @@ To make a local copy once, with internet (the test suite runs offline and needs 
     python -m attn_tutorial.data fetch imdb --to data
     python -m attn_tutorial.data build polarity_v2 --to data   # no hub copy: the authors' archive
 
-``make book`` builds polarity v2.0 into ``data/`` by itself when no copy exists and it is online.
+``make book`` builds polarity v2.0 into the data directory (``$ATTN_DATA_DIR``, else ``data/`` in the
+repository) by itself when it is missing there and the machine is online.
 """
 
 from __future__ import annotations
@@ -394,7 +395,7 @@ def main(argv: list[str] | None = None) -> int:
     build.add_argument("name", choices=["polarity_v2"])
     build.add_argument("--source", help="the downloaded review_polarity.tar.gz (default: download it)")
     build.add_argument("--to", default="data", help="data directory (default: ./data)")
-    sub.add_parser("ensure", help="build what the hub cannot give into ./data when no local copy exists")
+    sub.add_parser("ensure", help="build what the hub cannot give into the data directory ($ATTN_DATA_DIR, else data/ in the repository) when it is missing there")
     sub.add_parser("where", help="show which data directory would be used")
     args = parser.parse_args(argv)
     if args.command == "where":

@@ -174,7 +174,7 @@ def flex_sliding_window_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Ten
 
 def dilated_window_mask(length: int, window: int, dilation: int = 1, device=None) -> torch.Tensor:
     """``(T, T)`` bool: query ``t`` may see key ``s`` when ``|t - s| <= window * dilation`` and
-    ``t - s`` is a multiple of ``dilation`` (``dilation=1``: the sliding window ``|i - j| <= window``)."""
+    ``t - s`` is a multiple of ``dilation`` (``dilation=1``: the sliding window ``|t - s| <= window``)."""
     check_positive("length", length)
     check_positive("window", window)
     check_positive("dilation", dilation)

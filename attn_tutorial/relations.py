@@ -129,7 +129,8 @@ class RegionTransformerVQA(nn.Module):
 
 class RelationNetworkVQA(nn.Module):
     """Santoro et al.'s relation network over the ``k`` proposals: ``psi_out(sum_ij psi_pair(r_i, r_j, u))``,
-    every ordered pair (including i = j) through the same MLP ``psi_pair`` (Santoro's g and f). Same ``forward`` as
+    every ordered pair (including i = j) through the same MLP ``psi_pair``, then ``psi_out``
+    (Santoro's g and f). Same ``forward`` as
     :class:`RegionTransformerVQA`; returns ``{"logits": (B, A)}`` (no attention weights).
 
     ``psi_pair``'s first layer is linear in ``[r_i; r_j; u]``, so it is computed as ``r_i W_1 + r_j W_2 + u W_3``
