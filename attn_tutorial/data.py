@@ -268,18 +268,24 @@ def fetch(name: str, target: str | os.PathLike) -> list[Path]:
     target = Path(target)
     loaded = datasets.load_dataset(spec.hub_id)
     written = []
-    sums = read_sums(target / "SHA256SUMS")
     for split, rel in spec.local_files.items():
         if split not in loaded:
             raise DataNotFoundError(f"hub copy {spec.hub_id} has no split {split!r}")
         path = target / rel
         path.parent.mkdir(parents=True, exist_ok=True)
         loaded[split].to_parquet(str(path))
-        sums[rel] = sha256_of(path)
         written.append(path)
+    record_sums(target, [str(path.relative_to(target)) for path in written])
+    return written
+
+
+def record_sums(target: Path, relative_paths: list[str]) -> None:
+    """Add (or update) the SHA-256 of each file in ``target``'s ``SHA256SUMS``, so the loader accepts it."""
+    sums = read_sums(target / "SHA256SUMS")
+    for rel in relative_paths:
+        sums[rel] = sha256_of(target / rel)
     lines = [f"{digest}  ./{rel}" for rel, digest in sorted(sums.items())]
     (target / "SHA256SUMS").write_text("\n".join(lines) + "\n", encoding="utf-8")
-    return written
 
 
 # Polarity v2.0 has no hub copy: it is built from the authors' archive, whose txt_sentoken/pos and
@@ -327,9 +333,12 @@ def build_polarity_v2(target: str | os.PathLike = "data", source: str | os.PathL
         except OSError as error:  # URLError, timeouts, refused connections
             raise DataNotFoundError(f"could not download {POLARITY_URL} ({error}); download it where the "
                                     "network allows and pass the file with --source") from None
-        archive = tarfile.open(fileobj=io.BytesIO(payload), mode="r:gz")
-    else:
-        archive = tarfile.open(Path(source), mode="r:*")
+    try:
+        archive = (tarfile.open(fileobj=io.BytesIO(payload), mode="r:gz") if source is None
+                   else tarfile.open(Path(source), mode="r:*"))
+    except (OSError, tarfile.TarError) as error:  # missing file, not a tar archive
+        raise DataNotFoundError(f"cannot read {source or POLARITY_URL} as a tar archive ({error}): expected "
+                                "the authors' review_polarity.tar.gz (polarity dataset v2.0)") from None
     name_re = re.compile(r"(?:^|/)txt_sentoken/(pos|neg)/(cv(\d{3})_\d+)\.txt$")
     rows = []
     with archive:
@@ -337,7 +346,11 @@ def build_polarity_v2(target: str | os.PathLike = "data", source: str | os.PathL
             found = name_re.search(member.name)
             if not (found and member.isfile()):
                 continue
-            text = archive.extractfile(member).read().decode("utf-8", errors="strict")
+            try:
+                text = archive.extractfile(member).read().decode("utf-8")
+            except UnicodeDecodeError:
+                raise ChecksumError(f"{member.name} in {source or POLARITY_URL} is not UTF-8 text: expected "
+                                    "the authors' review_polarity.tar.gz") from None
             sentences = [line.strip() for line in text.splitlines() if line.strip()]
             rows.append({"doc_id": found.group(2), "label": int(found.group(1) == "pos"),
                          "fold": int(found.group(3)) // 100, "sentences": sentences})
@@ -354,10 +367,7 @@ def build_polarity_v2(target: str | os.PathLike = "data", source: str | os.PathL
     path = target / rel
     path.parent.mkdir(parents=True, exist_ok=True)
     table.to_parquet(path, index=False)
-    sums = read_sums(target / "SHA256SUMS")
-    sums[rel] = sha256_of(path)
-    lines = [f"{digest}  ./{name}" for name, digest in sorted(sums.items())]
-    (target / "SHA256SUMS").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    record_sums(target, [rel])
     return path
 
 

@@ -172,6 +172,21 @@ def test_polarity_build_explains_a_wrong_archive(tmp_path, monkeypatch):
     archive = _polarity_archive(tmp_path / "other.tar.gz", {})
     with pytest.raises(data.DataNotFoundError, match="no txt_sentoken"):
         data.build_polarity_v2(tmp_path / "data", archive)
+    (tmp_path / "notes.txt").write_text("not an archive")
+    for wrong in (tmp_path / "notes.txt", tmp_path / "missing.tar.gz"):
+        with pytest.raises(data.DataNotFoundError, match="cannot read .* as a tar archive"):
+            data.build_polarity_v2(tmp_path / "data", wrong)
+    import io
+    import tarfile
+
+    latin = tmp_path / "latin.tar.gz"
+    with tarfile.open(latin, "w:gz") as archive_file:  # one review with a latin-1 byte
+        body = b"caf\xe9 .\n"
+        info = tarfile.TarInfo("txt_sentoken/pos/cv000_1.txt")
+        info.size = len(body)
+        archive_file.addfile(info, io.BytesIO(body))
+    with pytest.raises(data.ChecksumError, match="not UTF-8"):
+        data.build_polarity_v2(tmp_path / "data", latin)
     import urllib.error
     import urllib.request
 
