@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from attn_tutorial.paths import cache_dir, repo_root
+from attn_tutorial.runs import atomic_write, atomic_write_text, exclusive
 
 DATA_DIR_ENV = "ATTN_DATA_DIR"
 
@@ -272,8 +273,8 @@ def fetch(name: str, target: str | os.PathLike) -> list[Path]:
         if split not in loaded:
             raise DataNotFoundError(f"hub copy {spec.hub_id} has no split {split!r}")
         path = target / rel
-        path.parent.mkdir(parents=True, exist_ok=True)
-        loaded[split].to_parquet(str(path))
+        table = loaded[split]
+        atomic_write(path, lambda temporary: table.to_parquet(str(temporary)))  # never half a file
         written.append(path)
     record_sums(target, [str(path.relative_to(target)) for path in written])
     return written
@@ -281,11 +282,12 @@ def fetch(name: str, target: str | os.PathLike) -> list[Path]:
 
 def record_sums(target: Path, relative_paths: list[str]) -> None:
     """Add (or update) the SHA-256 of each file in ``target``'s ``SHA256SUMS``, so the loader accepts it."""
-    sums = read_sums(target / "SHA256SUMS")
-    for rel in relative_paths:
-        sums[rel] = sha256_of(target / rel)
-    lines = [f"{digest}  ./{rel}" for rel, digest in sorted(sums.items())]
-    (target / "SHA256SUMS").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    with exclusive(target / "SHA256SUMS", doing="updating"):  # two builders at once: neither sum is lost
+        sums = read_sums(target / "SHA256SUMS")
+        for rel in relative_paths:
+            sums[rel] = sha256_of(target / rel)
+        lines = [f"{digest}  ./{rel}" for rel, digest in sorted(sums.items())]
+        atomic_write_text(target / "SHA256SUMS", "\n".join(lines) + "\n")
 
 
 # Polarity v2.0 has no hub copy: it is built from the authors' archive, whose txt_sentoken/pos and
@@ -365,8 +367,7 @@ def build_polarity_v2(target: str | os.PathLike = "data", source: str | os.PathL
     rel = DATASETS["polarity_v2"].local_files["train"]
     target = Path(target)
     path = target / rel
-    path.parent.mkdir(parents=True, exist_ok=True)
-    table.to_parquet(path, index=False)
+    atomic_write(path, lambda temporary: table.to_parquet(temporary, index=False))
     record_sums(target, [rel])
     return path
 

@@ -14,6 +14,7 @@ import torch
 from syntok import segmenter
 from syntok.tokenizer import Tokenizer
 
+from attn_tutorial import runs
 from attn_tutorial.paths import cache_dir
 from attn_tutorial.text import BucketBatchSampler, Vocab, tokenize
 
@@ -116,10 +117,7 @@ def sentences_of(texts: list[str], cache: bool = True) -> list[list[str]]:
         return json.loads(path.read_text())
     split = [split_sentences(text) for text in texts]
     if cache:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        temporary = path.with_suffix(".tmp")
-        temporary.write_text(json.dumps(split))
-        temporary.replace(path)  # atomic: never half a file under the final name
+        runs.atomic_write_text(path, json.dumps(split))  # a unique temporary file, renamed: never half a file
     return split
 
 

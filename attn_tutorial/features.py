@@ -213,22 +213,26 @@ def cached_features(train: VQASplit, test: VQASplit, profile_name: str, seed: in
         raise ValueError(f"profile_name must be one of {sorted(PRETRAINING)}, got {profile_name!r}")
     settings = PRETRAINING[profile_name]
     path, key = feature_cache_path(profile_name, seed, len(train.images), len(test.images))
-    use_cache = cache and runs.active() is None
-    if use_cache and (cached := read_feature_cache(path, key)) is not None:
-        return cached
+    if not cache or runs.active() is not None:
+        return extract_features(train, test, settings, key, seed, device)
+    with runs.exclusive(path, doing="computing"):  # a second process waits, then reads this one's cache
+        cached = read_feature_cache(path, key)
+        if cached is None:
+            cached = extract_features(train, test, settings, key, seed, device)
+            runs.atomic_save(cached, path)  # never half a file under the final name
+    return cached
+
+
+def extract_features(train: VQASplit, test: VQASplit, settings: dict, key: dict, seed: int, device) -> dict:
+    """What :func:`cached_features` caches: the detector pretrained with ``settings`` (a
+    :data:`PRETRAINING` entry) and the region features of both splits."""
     start = time.perf_counter()
     detector = pretrain_detector(train, settings["epochs"], settings["batch_size"], settings["lr"], seed, device)
     seconds = time.perf_counter() - start
-    result = {"key": key, "train": region_features(detector, train.images),
-              "test": region_features(detector, test.images),
-              "detector": {k: v.cpu() for k, v in detector.state_dict().items()},
-              "pretraining": {**detector_accuracy(detector, test), "seconds": round(seconds, 1)}}
-    if use_cache:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        temporary = path.with_suffix(f".{time.time_ns()}.tmp")
-        torch.save(result, temporary)
-        temporary.replace(path)  # atomic: a crash never leaves half a file under the final name
-    return result
+    return {"key": key, "train": region_features(detector, train.images),
+            "test": region_features(detector, test.images),
+            "detector": {k: v.cpu() for k, v in detector.state_dict().items()},
+            "pretraining": {**detector_accuracy(detector, test), "seconds": round(seconds, 1)}}
 
 
 class RegionProjection(nn.Module):

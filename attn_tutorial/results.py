@@ -34,7 +34,6 @@ import re
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 import warnings
 from dataclasses import dataclass
@@ -248,29 +247,16 @@ def read_record(path: Path) -> dict:
     return record
 
 
-def write_record(name: str, runs: list[dict], command: str, directory: Path | None = None) -> Path:
-    """Write the record of a (multi-seed) run atomically; return its path.
-
-    An existing record of the same experiment and profile is merged by seed: the seeds run now
-    replace theirs (with a warning naming them), every other recorded seed is kept.
-    ``directory`` defaults to the book's ``book/results``; notebooks pass their local cache.
-    """
-    if not runs:
-        raise ValueError("write_record needs at least one run")
-    if any(run.get("dry_run") for run in runs):
-        raise ValueError("a dry run's metrics mean nothing: it is never recorded")
+def _merged_record(path: Path, name: str, runs: list[dict], command: str) -> dict:
+    """The record to write at ``path``: ``runs`` merged by seed into the record already there."""
     seeds_now = [r["seed"] for r in runs]
-    if len(set(seeds_now)) != len(seeds_now):
-        raise ValueError(f"write_record got the same seed twice: {seeds_now}")
-    path = record_path(name, runs[0]["profile"], directory)
-    path.parent.mkdir(parents=True, exist_ok=True)
     commands = [command]
     if path.exists():
         old = read_record(path)
         replaced = sorted(set(seeds_now) & {r["seed"] for r in old["runs"]})
         if replaced:
             warnings.warn(f"{path}: seed(s) {', '.join(map(str, replaced))} run again; the new runs replace "
-                          "the recorded ones, the other seeds are kept", stacklevel=2)
+                          "the recorded ones, the other seeds are kept", stacklevel=3)
         kept = [r for r in old["runs"] if r["seed"] not in seeds_now]
         runs = sorted(kept + list(runs), key=lambda r: r["seed"])
         if kept:
@@ -287,16 +273,28 @@ def write_record(name: str, runs: list[dict], command: str, directory: Path | No
         "produced_by": commands[0] if len(commands) == 1 else list(dict.fromkeys(commands)),
         "runs": runs,
     }
-    # a unique temporary file in the same folder, then an atomic rename: a crash or a second writer
-    # never leaves half a record under the final name
-    handle, tmp = tempfile.mkstemp(prefix=f".{path.stem}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(handle, "w", encoding="utf-8") as out:
-            out.write(dumps_record(record))
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    return record
+
+
+def write_record(name: str, runs: list[dict], command: str, directory: Path | None = None) -> Path:
+    """Write the record of a (multi-seed) run atomically; return its path.
+
+    An existing record of the same experiment and profile is merged by seed: the seeds run now
+    replace theirs (with a warning naming them), every other recorded seed is kept.
+    ``directory`` defaults to the book's ``book/results``; notebooks pass their local cache.
+    """
+    if not runs:
+        raise ValueError("write_record needs at least one run")
+    if any(run.get("dry_run") for run in runs):
+        raise ValueError("a dry run's metrics mean nothing: it is never recorded")
+    seeds_now = [r["seed"] for r in runs]
+    if len(set(seeds_now)) != len(seeds_now):
+        raise ValueError(f"write_record got the same seed twice: {seeds_now}")
+    path = record_path(name, runs[0]["profile"], directory)
+    # two processes recording seeds of one experiment at once: one reads, merges and writes at a time
+    with _runs.exclusive(path, doing="recording"):
+        record = _merged_record(path, name, runs, command)
+        _runs.atomic_write_text(path, dumps_record(record))  # never half a record under the final name
     return path
 
 

@@ -14,6 +14,12 @@ configuration, resumable training state and a heartbeat for unattended builds.
 * **Resumable state** (:func:`save_resume_state`): after every finished epoch the model, optimiser,
   scheduler, scaler and early-stopping state go to ``<checkpoint>.resume.pt``; a run killed by a
   cell time limit continues from there.
+* **Safe files and one trainer per checkpoint** (:func:`atomic_write`, :func:`exclusive`,
+  :func:`one_trainer_per_checkpoint`): every file the package writes goes to a unique temporary
+  name in its folder and is renamed into place, so a reader never sees half a file and two writers
+  never move each other's temporary file; a lock per checkpoint lets one process train it while
+  any other that asks for the same checkpoint (a notebook beside the book build, two students on
+  one shared home) waits and then reuses the finished file.
 * **Heartbeat** (:class:`Heartbeat`): with ``$ATTN_PROGRESS_FILE`` set (the book build sets it),
   training appends a progress line every ``$ATTN_HEARTBEAT_S`` seconds (default 60): epoch, step,
   elapsed and remaining time, and how the pace compares with the recorded run on this device.
@@ -24,6 +30,7 @@ from __future__ import annotations
 import ast
 import contextlib
 import contextvars
+import functools
 import hashlib
 import inspect
 import json
@@ -210,6 +217,94 @@ def loop(iterable, kind: str = "train", repeat: int = 1, planned: float | None =
 
 
 # ---------------------------------------------------------------------------------------------
+# Files written safely, and one trainer per checkpoint
+# ---------------------------------------------------------------------------------------------
+
+def atomic_write(path: str | os.PathLike, write) -> Path:
+    """Create ``path`` through ``write(temporary_path)``, atomically; return ``path``.
+
+    ``write`` fills a temporary file with a name of its own (process id and a random part) in the
+    same folder, which is then renamed to ``path`` (``os.replace``: atomic on POSIX and Windows).
+    A reader sees the old file or the whole new one, never half of one; two processes writing the
+    same path at once each rename their own file (the last one wins) instead of moving the other's.
+    """
+    import uuid
+
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temporary = path.with_name(f".{path.name}.{os.getpid()}-{uuid.uuid4().hex[:8]}.tmp")
+    try:
+        write(temporary)
+        os.replace(temporary, path)
+    except BaseException:
+        temporary.unlink(missing_ok=True)
+        raise
+    return path
+
+
+def atomic_save(obj, path: str | os.PathLike) -> Path:
+    """``torch.save(obj, path)`` through :func:`atomic_write`."""
+    import torch
+
+    return atomic_write(path, lambda temporary: torch.save(obj, temporary))
+
+
+def atomic_write_text(path: str | os.PathLike, text: str) -> Path:
+    """``Path(path).write_text(text)`` (UTF-8) through :func:`atomic_write`."""
+    return atomic_write(path, lambda temporary: temporary.write_text(text, encoding="utf-8"))
+
+
+def lock_path(path: str | os.PathLike) -> Path:
+    """The lock file that guards ``path``: ``<path>.lock`` beside it."""
+    path = Path(path)
+    return path.with_name(path.name + ".lock")
+
+
+@contextlib.contextmanager
+def exclusive(path: str | os.PathLike, doing: str = "writing"):
+    """Hold the lock of ``path`` (:func:`lock_path`) for the enclosed block.
+
+    A second process asking for the same lock says what it waits for and blocks until the first
+    releases it (the operating system releases it too when the holder dies, so a killed run never
+    leaves a stale lock). Use it around "check whether the file exists, else make it" so that only
+    one process makes it. Locks are advisory (``filelock``: ``flock`` on POSIX); a network file system
+    without working locks degrades to the old behaviour, two processes doing the work.
+    """
+    from filelock import FileLock, Timeout
+
+    lock = FileLock(lock_path(path))
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    try:
+        lock.acquire(timeout=0)
+    except Timeout:
+        print(f"Another process is {doing} {Path(path).name}: waiting for it to finish "
+              f"(lock {lock.lock_file}) ...", flush=True)
+        lock.acquire()
+    try:
+        yield
+    finally:
+        lock.release()
+
+
+def one_trainer_per_checkpoint(train):
+    """Decorate a training function with a ``checkpoint`` argument: while it trains into a checkpoint,
+    any other process calling it for the same checkpoint waits, then finds the finished file and
+    reuses it instead of training it a second time. Without a checkpoint, or in a dry run (which
+    writes none), it runs unlocked."""
+    signature = inspect.signature(train)
+
+    @functools.wraps(train)
+    def locked(*args, **kwargs):
+        checkpoint = signature.bind_partial(*args, **kwargs).arguments.get("checkpoint")
+        if checkpoint is None or active() is not None:
+            return train(*args, **kwargs)
+        with exclusive(checkpoint, doing="training"):
+            return train(*args, **kwargs)
+
+    return locked
+
+
+# ---------------------------------------------------------------------------------------------
 # Configuration keys of checkpoints
 # ---------------------------------------------------------------------------------------------
 
@@ -331,13 +426,7 @@ def resume_path(checkpoint: Path) -> Path:
 
 def save_resume_state(checkpoint: Path, key: str, **state) -> None:
     """Atomically write the state to continue training after the epoch just finished."""
-    import torch
-
-    path = resume_path(checkpoint)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    torch.save({"config_key": key, **state}, tmp)
-    os.replace(tmp, path)
+    atomic_save({"config_key": key, **state}, resume_path(checkpoint))
 
 
 def load_resume_state(checkpoint: Path, key: str, map_location="cpu") -> dict | None:

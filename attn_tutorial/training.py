@@ -135,10 +135,7 @@ def save_checkpoint(path: str | Path, model: nn.Module, **extra) -> Path:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     payload = {"model": model.state_dict(), **extra}
-    tmp = path.with_name(path.name + ".tmp")
-    torch.save(payload, tmp)
-    os.replace(tmp, path)  # atomic on POSIX and Windows
-    return path
+    return runs.atomic_save(payload, path)  # a unique temporary file in the same folder, renamed
 
 
 def load_checkpoint(
@@ -206,6 +203,7 @@ def evaluate(
     return {"loss": total_loss / count, **metrics}
 
 
+@runs.one_trainer_per_checkpoint  # another process training this checkpoint: wait, then reuse it
 def fit(
     model: nn.Module,
     train_loader,

@@ -256,10 +256,7 @@ def generate_relational(n_images: int, questions_per_image: int = 10, seed: int 
                 "question_colour": torch.tensor(asked)})
     split = VQASplit(**fields)
     if cache:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        temporary = path.with_suffix(".tmp")
-        torch.save(fields, temporary)
-        temporary.replace(path)  # atomic: a crash never leaves half a file under the final name
+        runs.atomic_save(fields, path)  # a unique temporary file, renamed: never half a file
     return split
 
 

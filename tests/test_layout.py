@@ -135,6 +135,20 @@ def test_figures_match_the_code_that_draws_them():
     assert out.returncode == 0, out.stdout + out.stderr
 
 
+def test_figure_check_compares_drawings_not_float_bits():
+    import sys
+
+    sys.path.insert(0, str(ROOT / "tools"))
+    from figures import same_drawing
+
+    svg = b'<path d="M 353.789575 149.540591 L 403.4 96.6"/><use xlink:href="#DejaVuSans-35" x="12.5"/>'
+    assert same_drawing(svg, svg.replace(b"149.540591", b"149.540589"))  # another CPU's last bits
+    assert not same_drawing(svg, svg.replace(b"149.540591", b"150.540591"))  # a point moved
+    assert not same_drawing(svg, svg.replace(b"Sans-35", b"Sans-36"))  # a label changed
+    assert not same_drawing(svg, svg + b"<path/>")  # something added
+    assert same_drawing(b'id="p6e433"', b'id="p6e433"') and not same_drawing(b'id="p6e433"', b'id="p6e434"')
+
+
 def test_notation_page_is_linked_from_every_chapter():
     assert (ROOT / "book" / "notation.md").is_file()
     for path in sorted((ROOT / "chapters").glob("*.md")):

@@ -200,7 +200,8 @@ def test_approximation_errors_shrink_with_their_budget():
 
     for method in ("Performer, m features", "Linformer (random), rank r", "best rank r (SVD)", "sliding window, w"):
         assert mean(method, 512) < 0.5 * mean(method, 8), method
-    assert mean("sliding window, w", 512) < 1e-6  # the window covers everything: exact
+    assert mean("sliding window, w", 512) < 1e-5  # the window covers everything: exact up to float32 rounding
+    # (1.02e-6 on one CI machine, below 1e-6 on others: the last bits depend on the CPU's kernels)
     assert mean("best rank r (SVD)", 512) < 1e-4  # full rank: exact
     assert mean("Performer, m features", 512) < 0.5  # 1 = no better than a plain average of the values
     assert all(r["effective_keys"] > 1 for r in rows)
