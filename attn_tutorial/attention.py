@@ -13,7 +13,7 @@ import math
 import torch
 from torch import nn
 
-from attn_tutorial.text import check_mask, check_width
+from attn_tutorial.text import _describe, check_mask, check_width
 
 
 def masked_softmax(scores: torch.Tensor, mask: torch.Tensor | None, dim: int = -1) -> torch.Tensor:
@@ -21,8 +21,11 @@ def masked_softmax(scores: torch.Tensor, mask: torch.Tensor | None, dim: int = -
     ``scores`` or broadcastable to it without growing it (a ``(B, 1, T)`` mask for ``(B, T, T)`` scores).
 
     Computed in float32 and returned in the dtype of ``scores``; safe in float16/bfloat16.
-    Rows with no allowed position get all-zero weights instead of NaN.
+    Rows with no allowed position get all-zero weights instead of NaN. Raises ``TypeError`` for
+    scores that are not floating-point (integer scores would give integer zeros).
     """
+    if not (isinstance(scores, torch.Tensor) and scores.is_floating_point()):
+        raise TypeError(f"masked_softmax expects floating-point scores, got {_describe(scores)}")
     if mask is None:
         return torch.softmax(scores.float(), dim).to(scores.dtype)
     check_mask(mask, scores.shape, dims="scores.shape", broadcast=True)
@@ -63,8 +66,11 @@ class ScaledDotScore(nn.Module):
 
 def attend(scores: torch.Tensor, values: torch.Tensor, mask: torch.Tensor | None = None):
     """Weights ``(B, Tq, Tk)`` from scores ``(B, Tq, Tk)`` and a key mask ``(B, Tk)`` (bool, True =
-    real key); context ``(B, Tq, Dv)`` from values ``(B, Tk, Dv)``."""
+    real key); context ``(B, Tq, Dv)`` from values ``(B, Tk, Dv)``: one value per key, else ``ValueError``."""
     check_mask(mask, (scores.shape[0], scores.shape[-1]), dims="(B, Tk)")
+    if not isinstance(values, torch.Tensor) or values.dim() < 2 or values.shape[-2] != scores.shape[-1]:
+        raise ValueError(f"expected values of shape (B, Tk, Dv) with Tk = {scores.shape[-1]}, the keys of "
+                         f"scores (B, Tq, Tk) = {tuple(scores.shape)}, got {_describe(values)}")
     key_mask = None if mask is None else mask.unsqueeze(1)  # (B, 1, Tk), broadcast over queries
     weights = masked_softmax(scores, key_mask)
     return weights @ values, weights
@@ -103,6 +109,8 @@ class StructuredSelfAttention(nn.Module):
     def forward(self, states: torch.Tensor, mask: torch.Tensor):
         check_width(states, self.w1.in_features, name="states")
         check_mask(mask, states.shape[:2])
+        if states.shape[0] == 0:  # the penalty, a mean over the batch, would be NaN
+            raise ValueError(f"expected states of shape (B, T, D) with B >= 1, got {_describe(states)}")
         scores = self.w2(torch.tanh(self.w1(states))).transpose(1, 2)  # (B, hops, T)
         weights = masked_softmax(scores, mask.unsqueeze(1))  # (B, hops, T)
         pooled = weights @ states  # (B, hops, D)

@@ -12,7 +12,7 @@ from torch import nn
 
 from attn_tutorial.attention import AdditiveScore, masked_softmax
 from attn_tutorial.rnn import BiLSTMEncoder
-from attn_tutorial.text import check_mask, check_width
+from attn_tutorial.text import _describe, check_mask, check_width
 from attn_tutorial.vqa_models import QuestionEncoder, image_encoder, question_regions
 
 
@@ -99,7 +99,8 @@ def _co_attention(kind: str, dim: int) -> nn.Module:
 
 class PhraseFeatures(nn.Module):
     """Lu et al.'s phrase level: 1-D convolutions of widths 1, 2, 3 over word features, then a max
-    over the widths at each position. ``(B, L, D)``, mask ``(B, L)`` -> ``(B, L, D)``, zero at padding."""
+    over the widths at each position. ``(B, L, D)`` with ``L >= 1``, mask ``(B, L)`` -> ``(B, L, D)``,
+    zero at padding."""
 
     def __init__(self, dim: int, widths: tuple[int, ...] = (1, 2, 3)):
         super().__init__()
@@ -111,6 +112,8 @@ class PhraseFeatures(nn.Module):
     def forward(self, words: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         check_width(words, self.convs[0].in_channels, dims="(B, L, D)", name="words")
         check_mask(mask, words.shape[:2], dims="(B, L)")
+        if words.shape[1] == 0:  # a convolution needs at least one word
+            raise ValueError(f"expected words of shape (B, L, D) with L >= 1, got {_describe(words)}")
         x = (words * mask.unsqueeze(-1)).transpose(1, 2)  # (B, D, L); padding is zero on the way in
         # Width w sees w words; pad so that every width gives L outputs (the extra on the right).
         phrases = torch.stack([torch.tanh(conv(F.pad(x, ((w - 1) // 2, w // 2))))

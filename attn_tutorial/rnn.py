@@ -9,7 +9,7 @@ from torch import nn
 from torch.func import functional_call
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
-from attn_tutorial.text import check_mask, check_width, lengths_to_mask
+from attn_tutorial.text import _describe, check_mask, check_width, lengths_to_mask
 
 
 def reverse_padded(x: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
@@ -32,7 +32,7 @@ class BiLSTMEncoder(nn.Module):
             the same outputs; "reverse" is usually faster on a CPU (notebook 1, section 4, times both).
 
     Shapes:
-        x ``(B, T, input_size)``, lengths ``(B,)`` (>= 1) -> ``(B, T, 2 * hidden_size)``,
+        x ``(B, T, input_size)``, integer lengths ``(B,)`` (>= 1) -> ``(B, T, 2 * hidden_size)``,
         zero at padded positions.
     """
 
@@ -56,9 +56,13 @@ class BiLSTMEncoder(nn.Module):
         return {f"{n}_l0": getattr(self.lstm, f"{n}_l{layer}{suffix}") for n in names}
 
     def forward(self, x: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+        integer = (torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64)
+        if not isinstance(lengths, torch.Tensor) or lengths.dtype not in integer:  # float lengths broke gather()
+            raise TypeError(f"lengths must be an integer tensor of shape (B,), got {_describe(lengths)}")
         if x.dim() != 3 or lengths.shape != x.shape[:1] or x.shape[0] == 0:
             raise ValueError(f"expected x (B, T, D) and lengths (B,) with B >= 1, got {tuple(x.shape)} and "
                              f"{tuple(lengths.shape)}")
+        check_width(x, self.lstm.input_size)
         if (lengths < 1).any() or int(lengths.max()) > x.shape[1]:
             raise ValueError(f"lengths must lie in [1, {x.shape[1]}], got {lengths.tolist()}")
         mask = lengths_to_mask(lengths.to(x.device), x.shape[1]).unsqueeze(-1)  # (B, T, 1)

@@ -11,8 +11,37 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 
 
+BENCH_REPORT = Path(os.environ.get("ATTN_BENCH_REPORT") or ROOT / "_build" / "test-reports" / "benchmarks.jsonl")
+
+
+def report_benchmark(name: str, seconds: float, budget_s: float | None, **details) -> None:
+    """Record a time a test measured, with its budget, for the test command's benchmark table.
+
+    Tests assert behaviour, never a wall-clock time: a slow or busy machine must not fail them.
+    ``budget_s`` None: the time counts towards its ``group`` (``group_budget_s`` for the sum).
+    Times go to ``_build/test-reports/benchmarks.jsonl`` (one JSON line per measurement, appended
+    by every pytest worker); ``tools/run_tests.py`` prints them against their budgets and says
+    "OVER BUDGET" loudly without failing (``make bench`` runs only these tests).
+    """
+    import json
+
+    line = json.dumps({"name": name, "seconds": round(seconds, 2), "budget_s": budget_s, **details})
+    BENCH_REPORT.parent.mkdir(parents=True, exist_ok=True)
+    with open(BENCH_REPORT, "a", encoding="utf-8") as out:  # one short line per write: appends do not interleave
+        out.write(line + "\n")
+    print(f"benchmark {name}: {seconds:.1f} s" + (f" (budget {budget_s:g} s)" if budget_s is not None else "")
+          + ("  OVER BUDGET" if budget_s is not None and seconds > budget_s else ""))
+
+
 def pytest_configure(config):
     config.addinivalue_line("markers", "browser: headless-browser checks of a built book (need ATTN_SITE)")
+    config.addinivalue_line("markers", "benchmark: measures a time and reports it against a budget (make bench)")
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        # one pytest worker per core (pytest -n 2): one intra-op thread each, or torch's threads of
+        # two workers fight over two cores (seen: toy training 0.3 s vs 65 s when oversubscribed)
+        import torch
+
+        torch.set_num_threads(1)
 
 
 @pytest.fixture(autouse=True)

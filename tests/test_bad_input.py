@@ -354,3 +354,46 @@ def test_7_encode_texts_rejects_a_max_len_that_is_not_a_positive_int(max_len):
     with pytest.raises(ValueError, match=rf"max_len must be a positive int or None, got {re.escape(repr(max_len))}"):
         text.encode_texts(["a b c"], vocab, max_len=max_len)
     assert text.encode_texts(["a b c"], vocab, max_len=2)[0].tolist() == [2, 3]
+
+
+def test_8_structured_self_attention_refuses_an_empty_batch():
+    layer = attention.StructuredSelfAttention(D, 4, 2)  # its penalty, a mean over the batch, was NaN
+    with pytest.raises(ValueError, match=r"^expected states of shape \(B, T, D\) with B >= 1, "
+                                         r"got float32 of shape \(0, 5, 8\)$"):
+        layer(states(batch=0), torch.ones(0, T, dtype=torch.bool))
+
+
+def test_9_phrase_features_refuses_a_question_without_words():
+    layer = coattention.PhraseFeatures(D)  # the convolutions failed on "padded input size per channel"
+    with pytest.raises(ValueError, match=r"^expected words of shape \(B, L, D\) with L >= 1, "
+                                         r"got float32 of shape \(2, 0, 8\)$"):
+        layer(states(length=0), torch.ones(B, 0, dtype=torch.bool))
+
+
+@pytest.mark.parametrize("mask", [None, torch.ones(B, T, dtype=torch.bool)], ids=["no mask", "mask"])
+def test_10_masked_softmax_wants_floating_point_scores(mask):
+    scores = torch.arange(B * T).view(B, T)  # integer scores gave integer zeros
+    with pytest.raises(TypeError, match=r"^masked_softmax expects floating-point scores, got int64 of shape \(2, 5\)$"):
+        attention.masked_softmax(scores, mask)
+    assert attention.masked_softmax(scores.half(), mask).dtype == torch.float16  # any float dtype stays allowed
+
+
+def test_11_attend_wants_one_value_per_key():
+    scores = torch.randn(B, 3, T)
+    with pytest.raises(ValueError, match=r"^expected values of shape \(B, Tk, Dv\) with Tk = 5, the keys of "
+                                         r"scores \(B, Tq, Tk\) = \(2, 3, 5\), got float32 of shape \(2, 4, 8\)$"):
+        attention.attend(scores, states(length=T - 1))  # a bare bmm size error before
+    context, _ = attention.attend(scores, states())
+    assert context.shape == (B, 3, D)
+
+
+@pytest.mark.parametrize("mode", rnn.BiLSTMEncoder.MODES)
+def test_12_bilstm_encoder_wants_integer_lengths_and_its_input_width(mode):
+    encoder = rnn.BiLSTMEncoder(D, 3, mode=mode)
+    _, lengths = ids_and_lengths()
+    with pytest.raises(TypeError, match=r"^lengths must be an integer tensor of shape \(B,\), "
+                                        r"got float32 of shape \(2,\)$"):
+        encoder(states(), lengths.float())  # gather() dtype errors ("reverse"), silent truncation ("packed")
+    with pytest.raises(ValueError, match=r"^expected x of shape \(B, T, D\) with D = 8, got float32 of shape \(2, 5, 7\)$"):
+        encoder(states(width=D - 1), lengths)  # a bare matmul / LSTM size error before
+    assert torch.equal(encoder(states(), lengths.int()), encoder(states(), lengths))  # any integer dtype stays allowed

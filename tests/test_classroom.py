@@ -21,7 +21,7 @@ import sys
 import jupytext
 import pytest
 
-from conftest import ROOT
+from conftest import ROOT, report_benchmark
 
 sys.path.insert(0, str(ROOT / "tools"))
 import classroom  # noqa: E402
@@ -84,6 +84,7 @@ def test_release_removes_solutions_and_hidden_tests(tmp_path):
 
 
 @pytest.mark.parametrize("name", NAMES)
+@pytest.mark.benchmark
 def test_assignment_grades_as_intended(name, tmp_path):
     """The instructor guide's `make check-assignments`, one assignment at a time."""
     robust = [] if name == NAMES[0] else ["--no-robustness"]
@@ -95,6 +96,12 @@ def test_assignment_grades_as_intended(name, tmp_path):
     if not robust:
         assert (tmp_path / name / "grades" / "feedback" / "solution.html").is_file()
         assert "interrupted after" in (tmp_path / name / "grades" / "feedback.csv").read_text()
+        seconds = json.loads((tmp_path / name / "seconds.json").read_text())
+        attacks = {student: s for student, s in seconds.items() if student.startswith("attack-")}
+        slowest = max(attacks, key=attacks.get)
+        # a time: reported against its budget (make bench), never asserted
+        report_benchmark(f"grading an attack beyond the solution ({slowest})",
+                         attacks[slowest] - seconds["solution"], classroom.ATTACK_EXTRA_S)
 
 
 def test_submission_folders(tmp_path):

@@ -1,7 +1,8 @@
 """The ``full`` profile, proven on a CPU before a GPU sees it: every registered experiment runs its
 model, data pipeline and loops at the full profile's sizes (two optimisation steps, batches of 4,
-a 64-row data slice) under bfloat16 autocast (budget: 100 s in all), then one experiment per model
-family under float16 with a gradient scaler (GPUs without bfloat16: Colab's T4, for one)."""
+a 64-row data slice) under bfloat16 autocast, then one experiment per model family under float16
+with a gradient scaler (GPUs without bfloat16: Colab's T4, for one). Its time is a benchmark, reported
+against a budget (``make bench``), never asserted: a busy machine must not fail the test."""
 
 from __future__ import annotations
 
@@ -13,9 +14,12 @@ import pytest
 
 from attn_tutorial import results, runs
 from attn_tutorial.profiles import PROFILES
+from conftest import report_benchmark
 
-BUDGET_S = 100.0  # 44 experiments took 75 s on the CI machine; chapter 10 adds three
-# Experiments whose code the sweep already runs elsewhere, so that it stays within its budget: a
+# seconds for all the experiments of one precision: the bf16 sweep took 25 s on a quiet CI machine (two
+# threads), 54-104 s on a busy one; the fp16 families 18 s
+BUDGET_S = {"bf16": 100.0, "fp16": 60.0}
+# Experiments whose code the sweep already runs elsewhere, so that it stays short: a
 # change of settings only (epochs, a flag), or a model dry-run from pixels whose feature path
 # (chapter 5's cached features and RegionProjection) ch05_san_features runs.
 COVERED_BY = {"ch09_san_features_long": ("ch05_san_features",),
@@ -33,33 +37,29 @@ def dry(name: str, precision: str) -> dict:
         return results.dry_run_one(name, PROFILES["full"], precision, batch=4, examples=64)
 
 
-def test_full_dry_run_of_every_experiment_within_budget(data_dir, capsys):
-    results._load_all_experiments()
-    start, failures, rows = time.perf_counter(), {}, []
-    for name in sorted(set(results.EXPERIMENTS) - set(COVERED_BY)):
-        try:
-            rows.append(dry(name, "bf16"))
-        except Exception as error:  # collect every failure, not just the first
-            failures[f"{name} (bf16)"] = f"{type(error).__name__}: {error}"
-    every_experiment_s = time.perf_counter() - start
-    for name in FP16_FAMILIES:
-        try:
-            rows.append(dry(name, "fp16"))
-        except Exception as error:
-            failures[f"{name} (fp16)"] = f"{type(error).__name__}: {error}"
-    seconds = time.perf_counter() - start
-    with capsys.disabled():
-        slowest = sorted(rows, key=lambda r: -r["seconds"])[:5]
-        print(f"\nfull dry run: {len(results.EXPERIMENTS) - len(COVERED_BY)} experiments (bf16) in {every_experiment_s:.1f} s, "
-              f"{len(rows)} runs with the fp16 families in {seconds:.1f} s; slowest: "
-              + ", ".join(f"{r['experiment']} {r['precision']} {r['seconds']:.1f} s" for r in slowest))
-    assert not failures, failures
-    assert {twin for twins in COVERED_BY.values() for twin in twins} <= set(results.EXPERIMENTS) - set(COVERED_BY)
-    trained = [r for r in rows if r["train_steps"]]
-    assert all(r["train_steps"] <= 2 * 12 for r in trained)  # a dry run never trains for real
-    assert all(r["planned_train_steps"] > r["train_steps"] for r in trained)
-    assert every_experiment_s <= BUDGET_S, (
-        f"the full dry run of every experiment took {every_experiment_s:.0f} s, over its {BUDGET_S:.0f} s budget")
+results._load_all_experiments()
+SWEEP = [(name, "bf16") for name in sorted(set(results.EXPERIMENTS) - set(COVERED_BY))]
+SWEEP += [(name, "fp16") for name in FP16_FAMILIES]
+
+
+@pytest.mark.benchmark
+@pytest.mark.parametrize("name, precision", SWEEP, ids=[f"{n}-{p}" for n, p in SWEEP])
+def test_full_dry_run(name, precision, data_dir):
+    """One experiment at the full profile's sizes; one test each, so that pytest's workers share them."""
+    start = time.perf_counter()
+    row = dry(name, precision)
+    report_benchmark(f"full dry run {name} ({precision})", time.perf_counter() - start, None,
+                     group=f"full dry run of every experiment ({precision})", group_budget_s=BUDGET_S[precision])
+    if row["train_steps"]:
+        assert row["train_steps"] <= 2 * 12  # a dry run never trains for real
+        assert row["planned_train_steps"] > row["train_steps"]
+
+
+def test_the_sweep_covers_every_experiment():
+    swept = {name for name, _ in SWEEP}
+    assert set(results.EXPERIMENTS) == swept | set(COVERED_BY)
+    assert {twin for twins in COVERED_BY.values() for twin in twins} <= swept  # each twin runs itself
+    assert set(FP16_FAMILIES) <= swept
 
 
 def test_dry_run_of_a_trained_experiment_reports_an_estimate(data_dir):
