@@ -3,9 +3,10 @@ PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
 # The environment is rebuilt only when the lock file or the package metadata change.
+MAKE_STARTED := $(shell date +%s)
 STAMP  := $(VENV)/.installed-$(shell cat requirements.lock pyproject.toml | sha1sum | cut -c1-12)
 
-.PHONY: setup book student test figures export check serve clean release grade check-assignments dry-run estimate gpu-run
+.PHONY: setup book student test quick bench figures export check serve clean release grade check-assignments dry-run estimate gpu-run
 
 setup: $(STAMP)
 
@@ -17,6 +18,7 @@ $(STAMP): requirements.lock pyproject.toml
 	$(PY) -m pip install --quiet --no-deps --no-build-isolation -e .
 	@rm -f $(VENV)/.installed-*
 	@touch $@
+	@echo $$(( $$(date +%s) - $(MAKE_STARTED) )) > $(VENV)/.setup-seconds  # reported by make test
 	@echo "Environment ready in $(VENV) ($$(du -sh $(VENV) | cut -f1))."
 
 ## book: execute every notebook (profile from the hardware or $ATTN_PROFILE) and build _build/html
@@ -53,9 +55,19 @@ estimate: setup
 gpu-run: setup
 	$(PY) tools/gpu_run.py --budget $(or $(BUDGET),540)
 
-## test: unit tests, nbval on every notebook (smoke), strict book build, headless-browser check
+## test: data check, unit tests, nbval on every notebook (smoke), strict book builds, headless-browser check,
+## then where the time went (_build/test-reports/timings.json)
 test: setup
 	$(PY) tools/run_tests.py
+
+## quick: the contributor's inner loop (about 2 minutes): export check, the unit tests but the slowest,
+## and nbval on the notebooks changed since the last commit (else notebook 0). make test stays the gate.
+quick: setup
+	$(PY) tools/run_tests.py --quick
+
+## bench: only the tests that measure times, and their table against the budgets (never fails on time)
+bench: setup
+	$(PY) tools/run_tests.py --bench
 
 ## figures: redraw the figures of the theory pages from book/figures/chNN.py (the build does it too)
 figures: setup

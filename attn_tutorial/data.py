@@ -308,6 +308,19 @@ def polarity_content_sha256(table) -> str:
     return digest.hexdigest()
 
 
+def _read_with_progress(response, what: str) -> bytes:
+    """The body of an HTTP response, read in blocks under a progress bar."""
+    from tqdm.auto import tqdm
+
+    total = int(response.headers.get("Content-Length") or 0) or None
+    blocks = []
+    with tqdm(total=total, unit="B", unit_scale=True, desc=what) as bar:
+        for block in iter(lambda: response.read(1 << 16), b""):
+            blocks.append(block)
+            bar.update(len(block))
+    return b"".join(blocks)
+
+
 def build_polarity_v2(target: str | os.PathLike = "data", source: str | os.PathLike | None = None,
                       *, check_content: bool = True) -> Path:
     """Write ``<target>/polarity_v2/review_polarity_v2.parquet`` from the authors' archive.
@@ -331,7 +344,7 @@ def build_polarity_v2(target: str | os.PathLike = "data", source: str | os.PathL
                                     f"{POLARITY_URL} elsewhere and pass it with --source")
         try:
             with urllib.request.urlopen(POLARITY_URL, timeout=120) as response:  # about 3 MB
-                payload = response.read()
+                payload = _read_with_progress(response, "review_polarity.tar.gz")
         except OSError as error:  # URLError, timeouts, refused connections
             raise DataNotFoundError(f"could not download {POLARITY_URL} ({error}); download it where the "
                                     "network allows and pass the file with --source") from None
@@ -372,6 +385,65 @@ def build_polarity_v2(target: str | os.PathLike = "data", source: str | os.PathL
     return path
 
 
+#: What the test command needs locally: the tests and notebooks run with the network cut.
+TEST_DATASETS = ("imdb", "polarity_v2")
+HUB_HOST = ("huggingface.co", 443)
+
+
+def online(host: tuple[str, int] = HUB_HOST, timeout: float = 5.0) -> bool:
+    """Whether ``host`` answers a TCP connection within ``timeout`` seconds (and offline flags are unset)."""
+    import socket
+
+    if _offline():
+        return False
+    try:
+        socket.create_connection(host, timeout=timeout).close()
+    except OSError:
+        return False
+    return True
+
+
+def prepare_test_data(names: tuple[str, ...] = TEST_DATASETS) -> tuple[Path, list[str]]:
+    """The data directory the tests will read, with a local copy of every dataset in ``names``.
+
+    A copy already there is checked against its SHA-256. A missing one is made when the machine is
+    online: fetched from the hub (IMDB) or built from its authors' archive (polarity v2.0), with
+    progress bars, and summed into ``SHA256SUMS``. Offline with a copy missing:
+    :class:`DataNotFoundError` saying how to provide it. Returns the directory (``$ATTN_DATA_DIR``,
+    else ``data/`` in the repository) and one line per dataset.
+    """
+    directory = resolve_data_dir()
+    target = directory if directory is not None else (repo_root() or Path.cwd()) / "data"
+    missing = [n for n in names if not all((target / rel).is_file() for rel in DATASETS[n].local_files.values())]
+    lines = []
+    for name in names:
+        spec = DATASETS[name]
+        if name in missing:
+            continue
+        for rel in spec.local_files.values():
+            verify_checksum(target / rel, expected_sha256(target, rel, spec))
+        lines.append(f"{name}: local copy in {target}, checksums verified")
+    if missing and not online():
+        raise DataNotFoundError(
+            f"the tests run offline and need a local copy of {', '.join(missing)} in {target}, which is missing, "
+            f"and {HUB_HOST[0]} cannot be reached to make one. Either run the test command once with internet "
+            f"(it fetches them), or copy the datasets there (or set {DATA_DIR_ENV} to a folder holding "
+            + ", ".join(rel for n in missing for rel in DATASETS[n].local_files.values())
+            + "; see the data README), or make them elsewhere with `python -m attn_tutorial.data fetch imdb "
+            "--to DIR` and `python -m attn_tutorial.data build polarity_v2 --to DIR` and copy DIR.")
+    for name in missing:
+        if DATASETS[name].fetchable:
+            print(f"{name}: downloading {DATASETS[name].hub_id} into {target} ...", flush=True)
+            fetch(name, target)
+        elif name == "polarity_v2":
+            print(f"{name}: building from {POLARITY_URL} into {target} ...", flush=True)
+            build_polarity_v2(target)
+        else:
+            raise DataNotFoundError(f"{name}: no local copy in {target}, and no way to make one here")
+        lines.append(f"{name}: made in {target}, summed into {target / 'SHA256SUMS'}")
+    return target, lines
+
+
 def ensure_local_copies() -> list[str]:
     """Build what the hub cannot give (polarity v2.0) into the data directory (``data/`` at the
     repository root when none is set) when it is missing there and the network may be used; returns
@@ -408,11 +480,19 @@ def main(argv: list[str] | None = None) -> int:
     build.add_argument("--to", default="data", help="data directory (default: ./data)")
     sub.add_parser("ensure", help="build what the hub cannot give into the data directory ($ATTN_DATA_DIR, else data/ in the repository) when it is missing there")
     sub.add_parser("where", help="show which data directory would be used")
+    sub.add_parser("prepare-tests", help="check, or fetch and build when online, the local copies the "
+                                         f"offline tests need ({', '.join(TEST_DATASETS)})")
     args = parser.parse_args(argv)
     if args.command == "where":
         print(resolve_data_dir() or "no data directory: datasets come from the hub")
         return 0
     try:
+        if args.command == "prepare-tests":
+            directory, lines = prepare_test_data()
+            for line in lines:
+                print(line)
+            print(f"data directory for the tests: {directory}")
+            return 0
         if args.command == "ensure":
             for line in ensure_local_copies():
                 print(line)

@@ -33,9 +33,30 @@ def report_benchmark(name: str, seconds: float, budget_s: float | None, **detail
           + ("  OVER BUDGET" if budget_s is not None and seconds > budget_s else ""))
 
 
+# The slowest tests, started first so that pytest's two workers (pytest -n 2) end together (times on
+# the 2-core CI machine): the grading self-checks (15-45 s each), the tiny book's three builds (about
+# 50 s, one worker: one xdist group), the figure check (15 s), the release, then the dry-run sweep.
+SLOW_FIRST = ("test_classroom.py::test_assignment_grades_as_intended[a1", "test_build.py::",
+              "test_classroom.py::test_assignment_grades_as_intended", "test_layout.py::test_figures_match",
+              "test_classroom.py::test_release", "test_dryrun.py::test_full_dry_run")
+
+
+def pytest_collection_modifyitems(config, items):
+    def rank(item) -> int:
+        return next((i for i, prefix in enumerate(SLOW_FIRST) if prefix in item.nodeid), len(SLOW_FIRST))
+
+    items.sort(key=rank)  # stable: the rest keep their order
+    for item in items:
+        if rank(item) < len(SLOW_FIRST):
+            item.add_marker(pytest.mark.slow)  # left out by the quick loop (make quick)
+        if "test_build.py::" in item.nodeid:  # one module-scoped book fixture: build it on one worker only
+            item.add_marker(pytest.mark.xdist_group("tiny_book"))
+
+
 def pytest_configure(config):
     config.addinivalue_line("markers", "browser: headless-browser checks of a built book (need ATTN_SITE)")
     config.addinivalue_line("markers", "benchmark: measures a time and reports it against a budget (make bench)")
+    config.addinivalue_line("markers", "slow: one of the slowest tests (SLOW_FIRST), left out by make quick")
     if os.environ.get("PYTEST_XDIST_WORKER"):
         # one pytest worker per core (pytest -n 2): one intra-op thread each, or torch's threads of
         # two workers fight over two cores (seen: toy training 0.3 s vs 65 s when oversubscribed)

@@ -209,3 +209,42 @@ def test_missing_polarity_names_the_build_command(tmp_path, monkeypatch):
         data.load_dataset("polarity_v2", "train")
     monkeypatch.setenv("ATTN_OFFLINE", "1")
     assert "offline" in data.ensure_local_copies()[0]
+
+
+# --- the test command's data step (tools/run_tests.py) ------------------------------------------
+
+def test_the_test_command_checks_the_copies_it_finds(data_dir, monkeypatch):
+    monkeypatch.setenv("ATTN_DATA_DIR", str(data_dir))
+    directory, lines = data.prepare_test_data()
+    assert directory == data_dir
+    assert [line.split(":")[0] for line in lines] == ["imdb", "polarity_v2"]
+    assert all("checksums verified" in line for line in lines)
+
+
+def test_the_test_command_stops_offline_without_data_and_says_how_to_provide_it(tmp_path, monkeypatch):
+    monkeypatch.setenv("ATTN_DATA_DIR", str(tmp_path))
+    monkeypatch.setattr(data, "online", lambda *args, **kwargs: False)
+    with pytest.raises(data.DataNotFoundError, match=r"need a local copy of imdb, polarity_v2 .* once with internet"):
+        data.prepare_test_data()
+
+
+def test_the_test_command_makes_missing_copies_when_online(tmp_path, monkeypatch):
+    """Online, a missing copy is fetched (IMDB) or built (polarity v2.0) and summed; the copies
+    already there are only checked."""
+    monkeypatch.setenv("ATTN_DATA_DIR", str(tmp_path))
+    monkeypatch.setattr(data, "online", lambda *args, **kwargs: True)
+    made = []
+
+    def fake_fetch(name, target):
+        made.append(name)
+        for rel in data.DATASETS[name].local_files.values():
+            data.atomic_write_text(target / rel, f"{name} {rel}")
+        data.record_sums(target, list(data.DATASETS[name].local_files.values()))
+
+    monkeypatch.setattr(data, "fetch", fake_fetch)
+    monkeypatch.setattr(data, "build_polarity_v2", lambda target: fake_fetch("polarity_v2", target))
+    directory, lines = data.prepare_test_data()
+    assert made == ["imdb", "polarity_v2"] and all("made in" in line for line in lines)
+    assert "./imdb/imdb_train.parquet" in (tmp_path / "SHA256SUMS").read_text()
+    _, again = data.prepare_test_data()  # the second time: checked against the sums, nothing made
+    assert made == ["imdb", "polarity_v2"] and all("checksums verified" in line for line in again)

@@ -1,17 +1,29 @@
 """The course's test command (`make test`, called by .ci/run). Hand-written infrastructure.
 
 Steps, each timed:
-  1. headless Chromium and bubblewrap present (installed from Debian's packages where missing)
-  2. unit tests (pytest tests/, sockets blocked except loopback)
-  3. every notebook under nbval, smoke profile, network off; per-notebook durations
-  4. strict book build (-W -n --keep-going), smoke profile, side by side with step 3 (one thread
-     each), then the student edition
+  1. system packages: headless Chromium and bubblewrap (installed from Debian's packages where missing)
+  2. data: the local copies the offline tests need, checked against their SHA-256; when missing, fetched
+     and built while the network is still allowed (online), else a stop with the way to provide them
+  3. the export check, then the unit tests (pytest -n 2: one worker per core; sockets blocked except
+     loopback)
+  4. every notebook under nbval, smoke profile, network off, side by side with the strict book build
+     (-W -n --keep-going; one thread each), then the student edition
   5. headless-browser check of the built pages (pytest -m browser)
-Ends with one line "course: N passed, N failed".
+Ends with the per-step table (with the virtual environment's setup when this command made it), the
+ten slowest tests, the benchmarks against their budgets ("OVER BUDGET" is loud but never fails: tests
+assert behaviour, times are reported) and "course: N passed, N failed"; all of it also goes to
+_build/test-reports/timings.json.
+
+    python tools/run_tests.py            # the gate (make test)
+    python tools/run_tests.py --quick    # the inner loop (make quick): export check, the fast unit tests,
+                                         # the notebooks changed since HEAD (else notebook 0)
+    python tools/run_tests.py --bench    # only the benchmark tests, and their table (make bench)
 """
 
 from __future__ import annotations
 
+import argparse
+import json
 import os
 import shutil
 import subprocess
@@ -95,10 +107,83 @@ def notebook_durations(path: Path) -> dict[str, float]:
     return dict(times)
 
 
-def main() -> int:
+def slowest_tests(path: Path, n: int = 10) -> list[tuple[str, float]]:
+    """The ``n`` slowest test cases of a junit XML file (setup included, as pytest's junit counts it)."""
+    if not path.is_file():
+        return []
+    cases = [(f"{case.get('classname', '')}::{case.get('name', '')}", float(case.get("time", 0)))
+             for case in ET.parse(path).getroot().iter("testcase")]
+    return sorted(cases, key=lambda c: -c[1])[:n]
+
+
+def benchmarks(path: Path) -> list[dict]:
+    """Rows of the benchmark table from the tests' report lines: each time with a budget, and each
+    group's total against the group's budget."""
+    if not path.is_file():
+        return []
+    lines = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    rows = [{"name": r["name"], "seconds": r["seconds"], "budget_s": r["budget_s"]}
+            for r in lines if r.get("budget_s") is not None]
+    groups: dict[str, dict] = {}
+    for r in lines:
+        if r.get("group"):
+            group = groups.setdefault(r["group"], {"name": r["group"], "seconds": 0.0,
+                                                   "budget_s": r.get("group_budget_s"), "parts": 0})
+            group["seconds"] = round(group["seconds"] + r["seconds"], 2)
+            group["parts"] += 1
+    return rows + list(groups.values())
+
+
+def print_benchmarks(rows: list[dict]) -> list[dict]:
+    """Print the benchmark table; return the rows over budget (loud, never a failure)."""
+    over = [r for r in rows if r["budget_s"] is not None and r["seconds"] > r["budget_s"]]
+    print("\n=== benchmarks (times against budgets: reported, never asserted) ===")
+    for r in rows:
+        flag = "OVER BUDGET" if r in over else "ok"
+        parts = f" ({r['parts']} tests)" if r.get("parts") else ""
+        print(f"  {flag:11s} {r['name'] + parts:70s} {r['seconds']:7.1f} s  (budget {r['budget_s']:g} s)")
+    if over:
+        print("\n" + "!" * 78 + f"\n!!! {len(over)} benchmark(s) OVER BUDGET: " + "; ".join(r["name"] for r in over)
+              + "\n!!! (a busy or slower machine, or a slower change: compare with the table above; CI does not fail)\n"
+              + "!" * 78)
+    return over
+
+
+def setup_seconds() -> float | None:
+    """Seconds the Makefile's setup took, when this invocation of `make test` made the environment."""
+    path = ROOT / ".venv" / ".setup-seconds"
+    if not path.is_file() or time.time() - path.stat().st_mtime > 60:
+        return None
+    try:
+        return float(path.read_text().strip())
+    except ValueError:
+        return None
+
+
+def changed_notebooks() -> list[Path]:
+    """The notebooks changed since HEAD (staged, unstaged or new), for the quick loop."""
+    try:
+        out = subprocess.run(["git", "status", "--porcelain", "--", "notebooks"], cwd=ROOT, capture_output=True,
+                             text=True, check=True).stdout
+    except (OSError, subprocess.CalledProcessError):
+        return []
+    paths = [ROOT / line[3:].split(" -> ")[-1].strip() for line in out.splitlines()]
+    return sorted(p for p in paths if p.suffix == ".md" and p.is_file())
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    mode = parser.add_mutually_exclusive_group()
+    mode.add_argument("--quick", action="store_true", help="the inner loop: export check, fast unit tests, changed notebooks")
+    mode.add_argument("--bench", action="store_true", help="only the benchmark tests and their table")
+    args = parser.parse_args(argv)
+
     REPORTS.mkdir(parents=True, exist_ok=True)
+    started = time.perf_counter()
     steps: list[tuple[str, float, bool]] = []
     totals = [0, 0, 0]
+    bench_file = REPORTS / "benchmarks.jsonl"
+    bench_file.unlink(missing_ok=True)
 
     def run(name: str, cmd: list[str], env: dict | None = None, junit: Path | None = None) -> bool:
         print(f"\n=== {name} ===\n$ {' '.join(cmd)}", flush=True)
@@ -116,9 +201,9 @@ def main() -> int:
             log_path, time.perf_counter()
 
     def finish(handle: tuple, junit: Path | None = None) -> bool:
-        name, process, log, log_path, started = handle
+        name, process, log, log_path, started_at = handle
         code = process.wait()
-        seconds = time.perf_counter() - started
+        seconds = time.perf_counter() - started_at
         log.close()
         print(f"\n=== {name}: output ===\n{log_path.read_text()}", flush=True)
         return record(name, code, seconds, junit)
@@ -137,29 +222,64 @@ def main() -> int:
         steps.append((name, seconds, ok))
         return ok
 
-    chromium = ensure_chromium()
+    if (seconds := setup_seconds()) is not None:
+        steps.append(("setup: virtual environment (make)", seconds, True))
+    start = time.perf_counter()
+    chromium = ensure_chromium() if not (args.quick or args.bench) else None
     ensure_bubblewrap()
+    steps.append(("system packages (chromium, bubblewrap)", time.perf_counter() - start, True))
+
+    # the data, while the network may still be used: the tests and notebooks run without it
+    print("\n=== data ===", flush=True)
+    start = time.perf_counter()
+    from attn_tutorial.data import DataNotFoundError, prepare_test_data  # noqa: PLC0415
+
+    try:
+        data_dir, lines = prepare_test_data()
+    except DataNotFoundError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    print("\n".join(lines), flush=True)
+    steps.append(("data (local copies, checksums)", time.perf_counter() - start, True))
+
     env = env_offline()
-    env["CHROMIUM"] = chromium
+    env["ATTN_DATA_DIR"] = str(data_dir)
+    env["ATTN_BENCH_REPORT"] = str(bench_file)
+    if chromium:
+        env["CHROMIUM"] = chromium
     socket_guard = ["--allow-unix-socket", "--allow-hosts=127.0.0.1,::1,localhost"]
+    # one worker per core; --dist loadgroup keeps the tiny book's module fixture on one worker
+    workers = ["-n", os.environ.get("ATTN_TEST_WORKERS", "2"), "--dist", "loadgroup"]
+    unit_xml = REPORTS / "unit.xml"
+    pytest_unit = [PY, "-m", "pytest", "tests", "-q", "-p", "no:cacheprovider", *socket_guard, *workers,
+                   f"--junitxml={unit_xml}"]
+
+    if args.bench:
+        run("benchmark tests", pytest_unit[:4] + ["-m", "benchmark"] + pytest_unit[4:], env, unit_xml)
+        return report(steps, totals, unit_xml, None, bench_file, started)
 
     run("export check", [PY, "-m", "attn_tutorial.export", "--check"], env)
-    unit_xml = REPORTS / "unit.xml"
-    run("unit tests", [PY, "-m", "pytest", "tests", "-m", "not browser", "-q", "-p", "no:cacheprovider", *socket_guard,
-                       "--durations=15", f"--junitxml={unit_xml}"], env, unit_xml)  # the slowest, for the time budget
+    marker = "not browser and not slow" if args.quick else "not browser"
+    run("unit tests" + (" (fast ones)" if args.quick else ""), pytest_unit[:4] + ["-m", marker] + pytest_unit[4:],
+        env, unit_xml)
 
     ipynb_dir = BUILD / "ipynb"
     shutil.rmtree(ipynb_dir, ignore_errors=True)
     run("notebooks to .ipynb", [PY, "tools/build.py", "ipynb", "--out", str(ipynb_dir)], env)
     nb_xml = REPORTS / "nbval.xml"
-    # nbval and the strict book build execute the same notebooks independently: side by side, one
-    # thread each, they share the two cores (each alone leaves one mostly idle).
-    one_thread = dict(env, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
-    nbval = start_in_background(
-        "nbval (smoke)", [PY, "-m", "pytest", str(ipynb_dir), "--nbval-lax", "--nbval-current-env",
-                          "--nbval-cell-timeout=600", "-q", "-p", "no:cacheprovider", "--rootdir", str(ipynb_dir),
-                          f"--junitxml={nb_xml}", "-o", "junit_family=xunit1"], one_thread)
+    nbval_cmd = [PY, "-m", "pytest", "--nbval-lax", "--nbval-current-env", "--nbval-cell-timeout=600", "-q",
+                 "-p", "no:cacheprovider", "--rootdir", str(ipynb_dir), f"--junitxml={nb_xml}", "-o", "junit_family=xunit1"]
+    if args.quick:
+        notebooks = [ipynb_dir / (p.stem + ".ipynb") for p in changed_notebooks()] or sorted(ipynb_dir.glob("00_*.ipynb"))
+        run("nbval (smoke): " + ", ".join(p.stem for p in notebooks), nbval_cmd[:3] + [str(p) for p in notebooks]
+            + nbval_cmd[3:], env, nb_xml)
+        return report(steps, totals, unit_xml, nb_xml, bench_file, started)
 
+    # nbval and the strict book build execute the same notebooks independently: side by side, one
+    # thread each, they share the two cores (each alone leaves one mostly idle); a model both train
+    # is trained by one of them while the other waits for its checkpoint (attn_tutorial.runs.exclusive)
+    one_thread = dict(env, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
+    nbval = start_in_background("nbval (smoke)", nbval_cmd[:3] + [str(ipynb_dir)] + nbval_cmd[3:], one_thread)
     site, student = BUILD / "test" / "html", BUILD / "test-student" / "html"
     run("book build, strict (smoke)", [PY, "tools/build.py", "book", "--profile", "smoke", "--strict",
                                        "--no-figures", "--out", str(site)], one_thread)
@@ -171,16 +291,36 @@ def main() -> int:
     run("browser check", [PY, "-m", "pytest", "tests", "-m", "browser", "-q", "-p", "no:cacheprovider",
                           *socket_guard, f"--junitxml={browser_xml}"],
         env_browser, browser_xml)
+    return report(steps, totals, unit_xml, nb_xml, bench_file, started)
 
-    print("\n=== per-notebook nbval time (smoke profile) ===")
-    for notebook, seconds in sorted(notebook_durations(nb_xml).items()):
-        print(f"  {notebook:40s} {seconds:7.1f} s")
+
+def report(steps: list, totals: list, unit_xml: Path, nb_xml: Path | None, bench_file: Path, started: float) -> int:
+    """Print and write (``_build/test-reports/timings.json``) where the time went; the exit code."""
+    notebooks = notebook_durations(nb_xml) if nb_xml is not None else {}
+    if notebooks:
+        print("\n=== per-notebook nbval time (smoke profile) ===")
+        for notebook, seconds in sorted(notebooks.items()):
+            print(f"  {notebook:40s} {seconds:7.1f} s")
+    slowest = slowest_tests(unit_xml)
+    print("\n=== the ten slowest unit tests ===")
+    for name, seconds in slowest:
+        print(f"  {name:96s} {seconds:7.1f} s")
+    rows = benchmarks(bench_file)
+    over = print_benchmarks(rows) if rows else []
+    wall = time.perf_counter() - started
     print("\n=== steps ===")
     for name, seconds, ok in steps:
-        print(f"  {'ok  ' if ok else 'FAIL'} {name:40s} {seconds:7.1f} s")
-    print(f"  total {sum(s for _, s, _ in steps):.0f} s")
+        print(f"  {'ok  ' if ok else 'FAIL'} {name:44s} {seconds:7.1f} s")
+    print(f"  wall time of this command {wall:.0f} s (nbval and the strict book run side by side)")
     passed, failed, skipped = totals
     print(f"\ncourse: {passed} passed, {failed} failed" + (f", {skipped} skipped" if skipped else ""))
+    timings = {"steps": [{"step": n, "seconds": round(s, 1), "ok": ok} for n, s, ok in steps],
+               "wall_s": round(wall, 1), "slowest_unit_tests": [{"test": n, "seconds": s} for n, s in slowest],
+               "notebooks_s": {k: round(v, 1) for k, v in sorted(notebooks.items())},
+               "benchmarks": rows, "over_budget": [r["name"] for r in over],
+               "passed": passed, "failed": failed, "skipped": skipped, "cores": os.cpu_count()}
+    (REPORTS / "timings.json").write_text(json.dumps(timings, indent=1) + "\n")
+    print(f"timings: {(REPORTS / 'timings.json').relative_to(ROOT)}")
     return 0 if failed == 0 and all(ok for _, _, ok in steps) else 1
 
 
