@@ -30,7 +30,8 @@ def site(variable: str) -> Path:
 def reports():
     root = site("ATTN_SITE")
     # Screenshots of the theory pages go with the build artefacts (next to the site).
-    return {r.page: r for r in browser_check.check_site(root, screenshots=root.parent / "screenshots")}
+    pages = browser_check.check_site(root, screenshots=root.parent / "screenshots", workers=2)  # one per core
+    return {r.page: r for r in pages}
 
 
 def test_every_page_renders_offline_without_errors(reports):

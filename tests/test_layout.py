@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import yaml
 
 from conftest import ROOT
@@ -147,6 +149,31 @@ def test_figure_check_compares_drawings_not_float_bits():
     assert not same_drawing(svg, svg.replace(b"Sans-35", b"Sans-36"))  # a label changed
     assert not same_drawing(svg, svg + b"<path/>")  # something added
     assert same_drawing(b'id="p6e433"', b'id="p6e433"') and not same_drawing(b'id="p6e433"', b'id="p6e434"')
+
+
+def test_figure_check_draws_again_what_changed(tmp_path, monkeypatch):
+    """book/figures/inputs.json lets the check skip a module whose inputs and SVGs are as drawn; an
+    edited SVG or a changed input (here: the module's own code) makes it draw the module again."""
+    import shutil
+    import sys
+
+    sys.path.insert(0, str(ROOT / "tools"))
+    import figures
+
+    folder = tmp_path / "figures"
+    shutil.copytree(ROOT / "book" / "figures", folder)
+    monkeypatch.setattr(figures, "FIGURES", folder)
+    manifest = json.loads((folder / "inputs.json").read_text())
+    shared = figures.shared_inputs_digest()
+    module = folder / "ch01.py"
+    assert figures.up_to_date(module, shared, manifest)  # as committed: the check skips it
+    svg = folder / f"{next(iter(manifest['ch01']['svgs']))}.svg"
+    svg.write_bytes(svg.read_bytes().replace(b"<svg", b"<svg data-edited='1'", 1))
+    assert not figures.up_to_date(module, shared, manifest)  # a hand-edited SVG
+    shutil.copy(ROOT / "book" / "figures" / svg.name, svg)
+    module.write_text(module.read_text() + "\n# changed\n")
+    assert not figures.up_to_date(module, shared, manifest)  # changed code
+    assert figures.shared_inputs_digest() == shared and shared != figures._sha(b"")
 
 
 def test_notation_page_is_linked_from_every_chapter():

@@ -166,18 +166,29 @@ def _local_only(base: str, report: PageReport):
 
 
 def check_site(site: str | Path, pages: list[str] | None = None, chromium: str | None = None,
-               timeout_ms: int = 30_000, screenshots: Path | None = None) -> list[PageReport]:
+               timeout_ms: int = 30_000, screenshots: Path | None = None, workers: int = 1) -> list[PageReport]:
     """Open each page of a built site in headless Chromium; return one report per page.
 
     With ``screenshots``, each theory page (``chapters/*.html``) is also saved there as a PNG of its
-    first screen, for the build artefacts.
+    first screen, for the build artefacts. ``workers`` > 1 splits the pages between that many
+    processes, each with its own server and browser (the reports come back in page order).
     """
-    from playwright.sync_api import sync_playwright
-
     site = Path(site)
     if not (site / "index.html").is_file():
         raise FileNotFoundError(f"{site} is not a built site (no index.html)")
     pages = pages if pages is not None else html_pages(site)
+    if workers > 1 and len(pages) > 1:
+        import multiprocessing  # noqa: PLC0415
+        from concurrent.futures import ProcessPoolExecutor  # noqa: PLC0415
+
+        chunks = [pages[i::workers] for i in range(workers)]
+        with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) as pool:
+            parts = pool.map(check_site, [site] * workers, chunks, [chromium] * workers,
+                             [timeout_ms] * workers, [screenshots] * workers)
+            by_page = {report.page: report for part in parts for report in part}
+        return [by_page[page] for page in pages]
+    from playwright.sync_api import sync_playwright
+
     reports = []
     with serve(site) as base, sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path=chromium or find_chromium(), args=CHROMIUM_ARGS)

@@ -14,12 +14,22 @@ from the committed one by up to ``TOLERANCE`` points, everything else must be id
 last bits of a float32 computation depend on the CPU's kernels (AVX-512 or not), and one figure
 drawn on two machines differed by 0.00001 pt in a few coordinates; a real change moves a point
 by far more, or changes a label's glyphs.
+
+A figure module whose inputs did not change is not drawn again: ``book/figures/inputs.json``
+(written when the figures are drawn, committed with them) holds, per module, a digest of everything
+its figures are computed from (the module, ``_common.py``, the ``attn_tutorial`` package, the records
+in ``book/results`` and the versions of matplotlib, numpy and torch) and the SHA-256 of each SVG it
+drew. When both still match, the SVGs are what the code draws; anything else (an edited layer, a
+new record, a hand-edited SVG, a missing manifest) draws the module again. ``--force`` draws all.
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
+import importlib.metadata
 import importlib.util
+import json
 import io
 import re
 import sys
@@ -43,15 +53,54 @@ def same_drawing(old: bytes, new: bytes, tolerance: float = TOLERANCE) -> bool:
                for i, (x, y) in enumerate(zip(a, b)))
 
 
-def load_modules(chapters: list[str] | None = None) -> dict:
-    """Import every figure module (or only those of ``chapters``); return the registry."""
+MANIFEST = FIGURES / "inputs.json"
+
+
+def _sha(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def shared_inputs_digest() -> str:
+    """A digest of what every figure module may read: the shared helpers, the package, the records
+    and the versions of the libraries that compute and draw."""
+    digest = hashlib.sha256()
+    files = [("_common.py", FIGURES / "_common.py")]
+    files += [(path.relative_to(ROOT).as_posix(), path) for path in [*sorted((ROOT / "attn_tutorial").glob("*.py")),
+                                                                     *sorted((ROOT / "book" / "results").rglob("*.json"))]]
+    for label, path in files:
+        digest.update(f"{label}\n".encode() + path.read_bytes())
+    for package in ("matplotlib", "numpy", "torch"):
+        digest.update(f"{package}=={importlib.metadata.version(package)}\n".encode())
+    return digest.hexdigest()
+
+
+def module_inputs(path: Path, shared: str) -> str:
+    """The digest of one figure module's inputs."""
+    return _sha(shared.encode() + path.read_bytes())
+
+
+def up_to_date(path: Path, shared: str, manifest: dict) -> bool:
+    """Whether the SVGs of figure module ``path`` were drawn from the inputs it has now and are unchanged."""
+    entry = manifest.get(path.stem)
+    if not entry or entry.get("inputs") != module_inputs(path, shared):
+        return False
+    return all((FIGURES / f"{name}.svg").is_file() and _sha((FIGURES / f"{name}.svg").read_bytes()) == sha
+               for name, sha in entry.get("svgs", {}).items())
+
+
+def module_paths(chapters: list[str] | None = None) -> list[Path]:
+    """The figure modules (``book/figures/chNN.py``), or those of ``chapters``."""
+    return [path for path in sorted(FIGURES.glob("ch*.py"))
+            if not chapters or any(path.stem.startswith(c) for c in chapters)]
+
+
+def load_modules(chapters: list[str] | None = None, paths: list[Path] | None = None) -> dict:
+    """Import every figure module (or those of ``chapters``, or ``paths``); return the registry."""
     sys.path.insert(0, str(FIGURES))
     sys.path.insert(0, str(ROOT))
     import _common
 
-    for path in sorted(FIGURES.glob("ch*.py")):
-        if chapters and not any(path.stem.startswith(c) for c in chapters):
-            continue
+    for path in paths if paths is not None else module_paths(chapters):
         spec = importlib.util.spec_from_file_location(f"_figures_{path.stem}", path)
         module = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(module)
@@ -93,10 +142,18 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("chapters", nargs="*", help="chapter prefixes such as ch03 (default: all)")
     parser.add_argument("--check", action="store_true", help="compare with the committed SVGs, write nothing")
+    parser.add_argument("--force", action="store_true", help="draw every module, even those whose inputs did not change")
     parser.add_argument("--preview", metavar="DIR", help="also write a PNG of each figure into DIR (to look at)")
     args = parser.parse_args(argv)
-    registry = load_modules(args.chapters)
-    stale = []
+    shared = shared_inputs_digest()
+    try:
+        manifest = json.loads(MANIFEST.read_text()) if MANIFEST.is_file() else {}
+    except ValueError:
+        manifest = {}
+    paths = module_paths(args.chapters)
+    stale_modules = [p for p in paths if args.force or args.preview or not up_to_date(p, shared, manifest)]
+    registry = load_modules(paths=stale_modules) if stale_modules else {}
+    stale, drawn = [], {}
     for name, draw in sorted(registry.items()):
         path = FIGURES / f"{name}.svg"
         svg = render(draw)
@@ -105,19 +162,30 @@ def main(argv: list[str] | None = None) -> int:
         if args.check:
             if not path.is_file() or not same_drawing(path.read_bytes(), svg):
                 stale.append(name)
-        elif not path.is_file() or path.read_bytes() != svg:
+            continue
+        if not path.is_file() or not same_drawing(path.read_bytes(), svg):
             path.write_bytes(svg)
             print(f"drew {path.relative_to(ROOT)}")
-    orphans = sorted(p.stem for p in FIGURES.glob("*.svg") if p.stem not in registry) if not args.chapters else []
+        drawn.setdefault(name.split("_")[0], {})[name] = _sha(path.read_bytes())
+    known = set(registry) | {name for p in paths if p not in stale_modules
+                             for name in manifest.get(p.stem, {}).get("svgs", {})}
+    orphans = sorted(p.stem for p in FIGURES.glob("*.svg") if p.stem not in known) if not args.chapters else []
     if args.check and (stale or orphans):
         for name in stale:
             print(f"book/figures/{name}.svg differs from what its code draws")
         for name in orphans:
             print(f"book/figures/{name}.svg has no code that draws it")
-        print("redraw with: python tools/figures.py (and commit the SVGs)")
+        print("redraw with: python tools/figures.py (and commit the SVGs and book/figures/inputs.json)")
         return 1
+    if not args.check and stale_modules:
+        for path in stale_modules:  # what these SVGs were drawn from, for the next check
+            manifest[path.stem] = {"inputs": module_inputs(path, shared), "svgs": drawn.get(path.stem, {})}
+        MANIFEST.write_text(json.dumps(dict(sorted(manifest.items())), indent=1) + "\n")
+    checked = len(registry)
+    skipped = sum(len(manifest.get(p.stem, {}).get("svgs", {})) for p in paths if p not in stale_modules)
     if args.check:
-        print(f"{len(registry)} figures match their code")
+        print(f"{checked} figures match their code" + (f"; {skipped} more unchanged since drawn (their inputs "
+                                                         "and SVGs match book/figures/inputs.json)" if skipped else ""))
     return 0
 
 
