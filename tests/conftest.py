@@ -35,7 +35,7 @@ def report_benchmark(name: str, seconds: float, budget_s: float | None, **detail
 
 # The slowest tests, started first so that pytest's two workers (pytest -n 2) end together (times on
 # the 2-core CI machine): the grading self-checks (15-45 s each), the tiny book's three builds (about
-# 50 s, on one worker: test_build.py is one xdist group), the figure check (15 s), the release, then the dry-run sweep.
+# 50 s, made once and shared by the workers), the figure check (15 s), the release, then the dry-run sweep.
 SLOW_FIRST = ("test_classroom.py::test_assignment_grades_as_intended[a1", "test_build.py::",
               "test_classroom.py::test_assignment_grades_as_intended", "test_layout.py::test_figures_match",
               "test_classroom.py::test_release", "test_dryrun.py::test_full_dry_run")

@@ -13,6 +13,7 @@ Each build is a sphinx-build start-up plus a few kernel starts: about 30 s in al
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -22,8 +23,6 @@ import pytest
 
 from conftest import ROOT
 
-# the tests share one module-scoped book (three builds): pytest -n 2 --dist loadgroup keeps them on one worker
-pytestmark = pytest.mark.xdist_group("tiny_book")
 
 HEADER = """\
 ---
@@ -131,16 +130,27 @@ def build(root: Path) -> tuple[int, str, dict, dict]:
     return out.returncode, out.stdout + out.stderr, outcomes, logs
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def builds(tmp_path_factory):
-    root = tmp_path_factory.mktemp("tinybook")
-    write_book(root)
-    first = build(root)
-    second = build(root)
-    (root / "notebooks" / "failing.md").write_text(notebook("Failing, fixed", "x = 1", "print(x)"))
-    (root / "notebooks" / "slow.md").write_text(notebook("Slow, fixed", "print(1)", extra=SLOW_META))
-    (root / "notebooks" / "training.md").write_text(training_notebook(root, stall_in_epoch=10))  # no stall
-    third = build(root)
+    """The three builds, made once per test run: under pytest -n 2 the first worker that needs them
+    builds them while holding a lock, and the other worker waits and reads what it recorded."""
+    from attn_tutorial import runs
+
+    shared = tmp_path_factory.getbasetemp().parent  # common to pytest's workers (their own dirs are below it)
+    root, recorded = shared / "tinybook", shared / "tinybook.json"
+    with runs.exclusive(recorded, doing="building"):
+        if not recorded.is_file():
+            shutil.rmtree(root, ignore_errors=True)
+            root.mkdir()
+            write_book(root)
+            first = build(root)
+            second = build(root)
+            (root / "notebooks" / "failing.md").write_text(notebook("Failing, fixed", "x = 1", "print(x)"))
+            (root / "notebooks" / "slow.md").write_text(notebook("Slow, fixed", "print(1)", extra=SLOW_META))
+            (root / "notebooks" / "training.md").write_text(training_notebook(root, stall_in_epoch=10))  # no stall
+            third = build(root)
+            runs.atomic_write_text(recorded, json.dumps([first, second, third]))
+    first, second, third = (tuple(b) for b in json.loads(recorded.read_text()))
     return root, first, second, third
 
 
