@@ -321,7 +321,9 @@ def report(steps: list, totals: list, unit_xml: Path, nb_xml: Path | None, bench
     print("\n=== steps ===")
     for name, seconds, ok in steps:
         print(f"  {'ok  ' if ok else 'FAIL'} {name:44s} {seconds:7.1f} s")
-    print(f"  wall time of this command {wall:.0f} s (nbval and the strict book run side by side)")
+    side_by_side = any(name.startswith("book build") for name, _, _ in steps)
+    print(f"  wall time of this command {wall:.0f} s" + (" (nbval and the strict book, then the browser check and the "
+                                                           "student book, run side by side)" if side_by_side else ""))
     passed, failed, skipped = totals
     print(f"\ncourse: {passed} passed, {failed} failed" + (f", {skipped} skipped" if skipped else ""))
     timings = {"steps": [{"step": n, "seconds": round(s, 1), "ok": ok} for n, s, ok in steps],
