@@ -13,6 +13,7 @@ Each build is a sphinx-build start-up plus a few kernel starts: about 30 s in al
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -136,7 +137,9 @@ def builds(tmp_path_factory):
     builds them while holding a lock, and the other worker waits and reads what it recorded."""
     from attn_tutorial import runs
 
-    shared = tmp_path_factory.getbasetemp().parent  # common to pytest's workers (their own dirs are below it)
+    base = tmp_path_factory.getbasetemp()
+    # this run's folder: under pytest-xdist each worker's base is below it, without it the base is it
+    shared = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
     root, recorded = shared / "tinybook", shared / "tinybook.json"
     with runs.exclusive(recorded, doing="building"):
         if not recorded.is_file():
