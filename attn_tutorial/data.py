@@ -385,6 +385,12 @@ def build_polarity_v2(target: str | os.PathLike = "data", source: str | os.PathL
     return path
 
 
+def data_target() -> Path:
+    """Where local copies are made: the data directory in use, else ``data/`` in the repository."""
+    directory = resolve_data_dir()
+    return directory if directory is not None else (repo_root() or Path.cwd()) / "data"
+
+
 #: What the test command needs locally: the tests and notebooks run with the network cut.
 TEST_DATASETS = ("imdb", "polarity_v2")
 HUB_HOST = ("huggingface.co", 443)
@@ -412,8 +418,7 @@ def prepare_test_data(names: tuple[str, ...] = TEST_DATASETS) -> tuple[Path, lis
     :class:`DataNotFoundError` saying how to provide it. Returns the directory (``$ATTN_DATA_DIR``,
     else ``data/`` in the repository) and one line per dataset.
     """
-    directory = resolve_data_dir()
-    target = directory if directory is not None else (repo_root() or Path.cwd()) / "data"
+    target = data_target()
     missing = [n for n in names if not all((target / rel).is_file() for rel in DATASETS[n].local_files.values())]
     lines = []
     for name in names:
@@ -448,8 +453,7 @@ def ensure_local_copies() -> list[str]:
     """Build what the hub cannot give (polarity v2.0) into the data directory (``data/`` at the
     repository root when none is set) when it is missing there and the network may be used; returns
     what happened, one line per dataset."""
-    directory = resolve_data_dir()
-    target = directory if directory is not None else (repo_root() or Path.cwd()) / "data"
+    target = data_target()
     report = []
     for name, spec in DATASETS.items():
         if spec.hub_id is not None:

@@ -132,6 +132,7 @@ def test_unknown_assignment_is_a_clear_error():
 
 
 @pytest.mark.parametrize("options, message", [({"timeout": 0}, "time limits must be positive"),
+                                              ({"timeouts": {"ana": -1}}, "time limits must be positive"),
                                               ({"jobs": 0}, "jobs must be at least 1")])
 def test_bad_grading_options_are_clear_errors(tmp_path, options, message):
     with pytest.raises(SystemExit, match=message):

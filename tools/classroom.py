@@ -289,8 +289,11 @@ def grade(name: str, submissions: Path, out: Path, timeout: float = 60.0, total_
 
     import sandbox  # noqa: PLC0415
 
-    if not timeout > 0 or (total_timeout is not None and not total_timeout > 0):
-        raise SystemExit(f"time limits must be positive seconds, got timeout={timeout}, total_timeout={total_timeout}")
+    timeouts = timeouts or {}
+    if not timeout > 0 or (total_timeout is not None and not total_timeout > 0) or not all(
+            t > 0 for t in timeouts.values()):
+        raise SystemExit(f"time limits must be positive seconds, got timeout={timeout}, total_timeout={total_timeout}"
+                         + (f", timeouts={timeouts}" if timeouts else ""))
     if jobs is not None and jobs < 1:
         raise SystemExit(f"jobs must be at least 1, got {jobs}")
     assignment_source(name)  # a clear error for an unknown assignment before any work
@@ -316,12 +319,8 @@ def grade(name: str, submissions: Path, out: Path, timeout: float = 60.0, total_
     spec_file.write_text(json.dumps(spec))
     total_timeout = total_timeout or max(120.0, 10 * timeout)
 
-    timeouts = timeouts or {}
-
     def one(item: tuple[str, Path]) -> StudentResult:
-        cell_timeout = timeouts.get(item[0], timeout)
-        result = grade_one(name, spec_file, *item, out / "work", cell_timeout,
-                           total_timeout if item[0] not in timeouts else max(120.0, 10 * cell_timeout), unsafe)
+        result = grade_one(name, spec_file, *item, out / "work", timeouts.get(item[0], timeout), total_timeout, unsafe)
         print(f"{result.student:30s} {result.status:10s} {result.score:g}/"
               f"{sum(t.max_points for t in result.tests):g}  ({result.seconds:.1f} s)", flush=True)
         return result
