@@ -18,6 +18,7 @@ To make a local copy once, with internet (the test suite runs offline and needs 
 
     python -m attn_tutorial.data fetch imdb --to data
     python -m attn_tutorial.data build polarity_v2 --to data   # no hub copy: the authors' archive
+    python -m attn_tutorial.data build tatoeba_cmn --to data   # no hub copy: manythings.org's cmn-eng.zip
 
 ``make book`` builds polarity v2.0 into the data directory (``$ATTN_DATA_DIR``, else ``data/`` in the
 repository) by itself when it is missing there and the machine is online.
@@ -81,6 +82,16 @@ DATASETS: dict[str, DatasetSpec] = {
         citation="pang2004sentimental",
         note="Polarity dataset v2.0: 2,000 movie reviews (1,000 / 1,000), columns doc_id, label, fold "
         "(the authors' 10 folds) and sentences (lower-cased, tokenised); local copy only.",
+    ),
+    "tatoeba_cmn": DatasetSpec(
+        name="tatoeba_cmn",
+        local_files={"train": "tatoeba_cmn/cmn_eng.parquet"},
+        sha256={"tatoeba_cmn/cmn_eng.parquet": "50655b55ae0356bb45ce282999b5ad639e496ad77f3f9e402773f8f5eede8e59"},
+        hub_id=None,
+        citation="tatoeba",
+        note="English-Mandarin sentence pairs from the Tatoeba Project (29,155 pairs; manythings.org's "
+        "cmn-eng.zip): columns line, en, zh (simplified, unsegmented) and attribution (CC BY 2.0 FR: keep "
+        "it with any copy); one split, which chapter 11 divides by distinct English sentence.",
     ),
 }
 
@@ -173,7 +184,8 @@ def load_dataset(name: str, split: str | None = None, data_dir=None):
         data_dir: directory with local Parquet copies (overrides ``$ATTN_DATA_DIR``).
 
     Raises ``ValueError`` when a split lacks a column the course reads (``text`` and ``label``;
-    ``sentences`` and ``label`` for ``polarity_v2``).
+    ``sentences`` and ``label`` for ``polarity_v2``; ``en``, ``zh`` and ``attribution`` for
+    ``tatoeba_cmn``).
     """
     import datasets
 
@@ -182,7 +194,8 @@ def load_dataset(name: str, split: str | None = None, data_dir=None):
     spec = DATASETS[name]
     if split is not None and split not in spec.local_files:
         raise ValueError(f"dataset {name!r} has no split {split!r}: expected one of {sorted(spec.local_files)}")
-    required = {"polarity_v2": ["sentences", "label"]}.get(name, ["text", "label"])
+    required = {"polarity_v2": ["sentences", "label"],
+                "tatoeba_cmn": ["en", "zh", "attribution"]}.get(name, ["text", "label"])
 
     def checked(loaded, sources: dict):
         """``loaded`` (one split or all of them), once every split has the required columns."""
@@ -385,6 +398,89 @@ def build_polarity_v2(target: str | os.PathLike = "data", source: str | os.PathL
     return path
 
 
+# The Tatoeba English-Mandarin pairs have no hub copy in this layout: manythings.org packages them
+# as cmn-eng.zip, whose cmn.txt holds one pair per line, "English<TAB>Chinese<TAB>attribution",
+# shortest English first. The course's copy was made from the release with this cmn.txt:
+TATOEBA_URL = "https://www.manythings.org/anki/cmn-eng.zip"
+TATOEBA_SOURCE_SHA256 = "aa264a2447b26ab7c9d413f8321f9e2a779fd134b5118306b6e26a3499b3926e"
+
+
+def build_tatoeba_cmn(target: str | os.PathLike = "data", source: str | os.PathLike | None = None) -> Path:
+    """Write ``<target>/tatoeba_cmn/cmn_eng.parquet`` from manythings.org's ``cmn-eng.zip``.
+
+    ``source`` is a downloaded ``cmn-eng.zip`` (or its ``cmn.txt``); without it the archive is
+    downloaded from :data:`TATOEBA_URL` (unless offline). Columns: ``line`` (the file's order),
+    ``en``, ``zh`` and ``attribution``, which must stay with any copy (CC BY 2.0 FR). A release other
+    than the course's (:data:`TATOEBA_SOURCE_SHA256`) is built with a warning: its numbers will differ
+    from the book's. The directory's ``SHA256SUMS`` gets the new file's sum.
+    """
+    import io
+    import urllib.request
+    import warnings
+    import zipfile
+
+    import pandas as pd
+
+    where = source or TATOEBA_URL
+    if source is None:
+        if _offline():
+            raise DataNotFoundError("the Tatoeba pairs must be downloaded, but this session is offline: download "
+                                    f"{TATOEBA_URL} elsewhere and pass it with --source")
+        request = urllib.request.Request(TATOEBA_URL, headers={"User-Agent": "attn-tutorial"})
+        try:
+            with urllib.request.urlopen(request, timeout=120) as response:  # about 1.5 MB
+                payload = _read_with_progress(response, "cmn-eng.zip")
+        except OSError as error:
+            raise DataNotFoundError(f"could not download {TATOEBA_URL} ({error}); download it where the "
+                                    "network allows and pass the file with --source") from None
+    else:
+        try:
+            payload = Path(source).read_bytes()
+        except OSError as error:
+            raise DataNotFoundError(f"cannot read {source} ({error}): expected manythings.org's cmn-eng.zip") from None
+    if payload[:2] == b"PK":
+        try:
+            with zipfile.ZipFile(io.BytesIO(payload)) as archive:
+                payload = archive.read("cmn.txt")
+        except (zipfile.BadZipFile, KeyError) as error:
+            raise DataNotFoundError(f"{where} is not cmn-eng.zip with a cmn.txt inside ({error})") from None
+    if hashlib.sha256(payload).hexdigest() != TATOEBA_SOURCE_SHA256:
+        warnings.warn(f"{where} is another release of cmn.txt than the course's: the table is built, but "
+                      "splits and BLEU scores will differ from the book's", stacklevel=2)
+    try:
+        lines = payload.decode("utf-8").splitlines()
+    except UnicodeDecodeError:
+        raise ChecksumError(f"{where} is not UTF-8 text: expected manythings.org's cmn-eng.zip") from None
+    rows = []
+    for number, line in enumerate(lines):
+        fields = line.split("\t")
+        if len(fields) != 3:
+            raise ChecksumError(f"line {number + 1} of {where} has {len(fields)} tab-separated fields, expected 3 "
+                                "(English, Chinese, attribution)")
+        rows.append({"line": len(rows), "en": fields[0], "zh": fields[1], "attribution": fields[2]})
+    if not rows:
+        raise DataNotFoundError(f"{where} holds no sentence pairs")
+    table = pd.DataFrame(rows)
+    rel = DATASETS["tatoeba_cmn"].local_files["train"]
+    target = Path(target)
+    path = target / rel
+    atomic_write(path, lambda temporary: table.to_parquet(temporary, index=False))
+    record_sums(target, [rel])
+    return path
+
+
+#: Datasets built from a published archive rather than fetched from the hub: name -> its archive.
+SOURCES = {"polarity_v2": POLARITY_URL, "tatoeba_cmn": TATOEBA_URL}
+
+
+def build(name: str, target: str | os.PathLike = "data", source: str | os.PathLike | None = None) -> Path:
+    """Build dataset ``name`` (a key of :data:`SOURCES`) into ``target`` from its published archive."""
+    builders = {"polarity_v2": build_polarity_v2, "tatoeba_cmn": build_tatoeba_cmn}  # looked up per call
+    if name not in builders:
+        raise ValueError(f"cannot build {name!r}: the datasets built from an archive are {sorted(builders)}")
+    return builders[name](target, source)
+
+
 def data_target() -> Path:
     """Where local copies are made: the data directory in use, else ``data/`` in the repository."""
     directory = resolve_data_dir()
@@ -392,7 +488,7 @@ def data_target() -> Path:
 
 
 #: What the test command needs locally: the tests and notebooks run with the network cut.
-TEST_DATASETS = ("imdb", "polarity_v2")
+TEST_DATASETS = ("imdb", "polarity_v2", "tatoeba_cmn")
 HUB_HOST = ("huggingface.co", 443)
 
 
@@ -435,14 +531,15 @@ def prepare_test_data(names: tuple[str, ...] = TEST_DATASETS) -> tuple[Path, lis
             f"(it fetches them), or copy the datasets there (or set {DATA_DIR_ENV} to a folder holding "
             + ", ".join(rel for n in missing for rel in DATASETS[n].local_files.values())
             + "; see the data README), or make them elsewhere with `python -m attn_tutorial.data fetch imdb "
-            "--to DIR` and `python -m attn_tutorial.data build polarity_v2 --to DIR` and copy DIR.")
+            "--to DIR`, `python -m attn_tutorial.data build polarity_v2 --to DIR` and `python -m "
+            "attn_tutorial.data build tatoeba_cmn --to DIR` and copy DIR.")
     for name in missing:
         if DATASETS[name].fetchable:
             print(f"{name}: downloading {DATASETS[name].hub_id} into {target} ...", flush=True)
             fetch(name, target)
-        elif name == "polarity_v2":
-            print(f"{name}: building from {POLARITY_URL} into {target} ...", flush=True)
-            build_polarity_v2(target)
+        elif name in SOURCES:
+            print(f"{name}: building from {SOURCES[name]} into {target} ...", flush=True)
+            build(name, target)
         else:
             raise DataNotFoundError(f"{name}: no local copy in {target}, and no way to make one here")
         lines.append(f"{name}: made in {target}, summed into {target / 'SHA256SUMS'}")
@@ -463,8 +560,8 @@ def ensure_local_copies() -> list[str]:
         elif _offline():
             report.append(f"{name}: no local copy in {target}, and offline: the notebooks that need it "
                           f"will say how to provide it")
-        elif name == "polarity_v2":
-            report.append(f"{name}: built {build_polarity_v2(target)} from {POLARITY_URL}")
+        elif name in SOURCES:
+            report.append(f"{name}: built {build(name, target)} from {SOURCES[name]}")
         else:
             report.append(f"{name}: no local copy in {target}, and no way to build one")
     return report
@@ -478,10 +575,12 @@ def main(argv: list[str] | None = None) -> int:
     get = sub.add_parser("fetch", help="download a dataset from the hub into a local data directory")
     get.add_argument("name", choices=sorted(n for n, s in DATASETS.items() if s.fetchable))
     get.add_argument("--to", default="data", help="data directory (default: ./data)")
-    build = sub.add_parser("build", help="build a dataset that has no hub copy (polarity_v2) from its authors' archive")
-    build.add_argument("name", choices=["polarity_v2"])
-    build.add_argument("--source", help="the downloaded review_polarity.tar.gz (default: download it)")
-    build.add_argument("--to", default="data", help="data directory (default: ./data)")
+    builder = sub.add_parser("build", help="build a dataset that has no hub copy (polarity_v2, tatoeba_cmn) "
+                                         "from its published archive")
+    builder.add_argument("name", choices=sorted(SOURCES))
+    builder.add_argument("--source", help="the downloaded archive: review_polarity.tar.gz or cmn-eng.zip "
+                                        "(default: download it)")
+    builder.add_argument("--to", default="data", help="data directory (default: ./data)")
     sub.add_parser("ensure", help="build what the hub cannot give into the data directory ($ATTN_DATA_DIR, else data/ in the repository) when it is missing there")
     sub.add_parser("where", help="show which data directory would be used")
     sub.add_parser("prepare-tests", help="check, or fetch and build when online, the local copies the "
@@ -502,7 +601,7 @@ def main(argv: list[str] | None = None) -> int:
                 print(line)
             return 0
         if args.command == "build":
-            path = build_polarity_v2(args.to, args.source)
+            path = build(args.name, args.to, args.source)
     except (DataNotFoundError, ChecksumError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 1

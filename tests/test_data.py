@@ -58,7 +58,7 @@ def test_nonexistent_data_dir_is_an_error(tmp_path):
 
 
 def test_unknown_dataset_and_split(data_dir):
-    with pytest.raises(ValueError, match=r"unknown dataset 'imbd': expected one of \['imdb', 'mr', 'polarity_v2'\]"):
+    with pytest.raises(ValueError, match=r"unknown dataset 'imbd': expected one of \['imdb', 'mr', 'polarity_v2', 'tatoeba_cmn'\]"):
         data.load_dataset("imbd")
     with pytest.raises(ValueError, match="has no split 'validation'"):
         data.load_dataset("imdb", split="validation")
@@ -217,14 +217,14 @@ def test_the_test_command_checks_the_copies_it_finds(data_dir, monkeypatch):
     monkeypatch.setenv("ATTN_DATA_DIR", str(data_dir))
     directory, lines = data.prepare_test_data()
     assert directory == data_dir
-    assert [line.split(":")[0] for line in lines] == ["imdb", "polarity_v2"]
+    assert [line.split(":")[0] for line in lines] == ["imdb", "polarity_v2", "tatoeba_cmn"]
     assert all("checksums verified" in line for line in lines)
 
 
 def test_the_test_command_stops_offline_without_data_and_says_how_to_provide_it(tmp_path, monkeypatch):
     monkeypatch.setenv("ATTN_DATA_DIR", str(tmp_path))
     monkeypatch.setattr(data, "online", lambda *args, **kwargs: False)
-    with pytest.raises(data.DataNotFoundError, match=r"need a local copy of imdb, polarity_v2 .* once with internet"):
+    with pytest.raises(data.DataNotFoundError, match=r"need a local copy of imdb, polarity_v2, tatoeba_cmn .* once with internet"):
         data.prepare_test_data()
 
 
@@ -242,9 +242,43 @@ def test_the_test_command_makes_missing_copies_when_online(tmp_path, monkeypatch
         data.record_sums(target, list(data.DATASETS[name].local_files.values()))
 
     monkeypatch.setattr(data, "fetch", fake_fetch)
-    monkeypatch.setattr(data, "build_polarity_v2", lambda target: fake_fetch("polarity_v2", target))
+    monkeypatch.setattr(data, "build_polarity_v2", lambda target, source: fake_fetch("polarity_v2", target))
+    monkeypatch.setattr(data, "build_tatoeba_cmn", lambda target, source: fake_fetch("tatoeba_cmn", target))
     directory, lines = data.prepare_test_data()
-    assert made == ["imdb", "polarity_v2"] and all("made in" in line for line in lines)
+    everything = ["imdb", "polarity_v2", "tatoeba_cmn"]
+    assert made == everything and all("made in" in line for line in lines)
     assert "./imdb/imdb_train.parquet" in (tmp_path / "SHA256SUMS").read_text()
     _, again = data.prepare_test_data()  # the second time: checked against the sums, nothing made
-    assert made == ["imdb", "polarity_v2"] and all("checksums verified" in line for line in again)
+    assert made == everything and all("checksums verified" in line for line in again)
+
+
+# --- the Tatoeba English-Mandarin pairs (chapter 11) ---------------------------------------------
+
+def _cmn_zip(path, lines: list[str]):
+    import zipfile
+
+    with zipfile.ZipFile(path, "w") as archive:
+        archive.writestr("cmn.txt", "\n".join(lines) + "\n")
+        archive.writestr("_about.txt", "not part of the data")
+    return path
+
+
+def test_tatoeba_pairs_are_built_from_the_published_archive_with_their_attribution(tmp_path, monkeypatch):
+    lines = ["Hi.\t你好。\tCC-BY 2.0 (France) Attribution: tatoeba.org #1 (a) & #2 (b)",
+             "Run!\t跑！\tCC-BY 2.0 (France) Attribution: tatoeba.org #3 (c) & #4 (d)"]
+    with pytest.warns(UserWarning, match="another release"):  # not the course's cmn.txt
+        path = data.build_tatoeba_cmn(tmp_path / "data", _cmn_zip(tmp_path / "cmn-eng.zip", lines))
+    monkeypatch.setenv("ATTN_DATA_DIR", str(tmp_path / "data"))  # its SHA256SUMS now lists the file
+    table = data.load_dataset("tatoeba_cmn", "train")
+    assert path.is_file() and table["en"] == ["Hi.", "Run!"] and table["zh"] == ["你好。", "跑！"]
+    assert table["line"] == [0, 1] and all("tatoeba.org" in a for a in table["attribution"])
+    broken = _cmn_zip(tmp_path / "broken.zip", ["Hi.\t你好。"])  # no attribution: not the published file
+    with pytest.raises(data.ChecksumError, match="2 tab-separated fields, expected 3"), pytest.warns(UserWarning):
+        data.build_tatoeba_cmn(tmp_path / "other", broken)
+    with pytest.raises(data.DataNotFoundError, match="cmn-eng.zip"):
+        data.build_tatoeba_cmn(tmp_path / "other", tmp_path / "missing.zip")
+
+
+def test_the_local_tatoeba_copy_is_the_courses(data_dir):
+    table = data.load_dataset("tatoeba_cmn", "train", data_dir=data_dir)
+    assert len(table) == 29_155 and set(table.column_names) == {"line", "en", "zh", "attribution"}

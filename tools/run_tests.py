@@ -1,7 +1,8 @@
 """The course's test command (`make test`, called by .ci/run). Hand-written infrastructure.
 
 Steps, each timed:
-  1. system packages: headless Chromium and bubblewrap (installed from Debian's packages where missing)
+  1. system packages: headless Chromium, bubblewrap and a font with Chinese characters (installed from
+     Debian's packages where missing)
   2. data: the local copies the offline tests need, checked against their SHA-256; when missing, fetched
      and built while the network is still allowed (online), else a stop with the way to provide them
   3. the export check, then the unit tests (pytest -n 2: one worker per core; sockets blocked except
@@ -85,6 +86,15 @@ def ensure_bubblewrap() -> None:
     """bubblewrap sandboxes the graded submissions (tools/grading/sandbox.py); the tests grade some."""
     if not shutil.which("bwrap"):
         apt_install("bubblewrap", "for the grading sandbox", "install bubblewrap (bwrap) yourself")
+
+
+def ensure_cjk_font() -> None:
+    """Chapter 11's figures label attention maps with Chinese characters: matplotlib needs a font that
+    has them (the SVGs embed the glyphs as paths, so readers of the book need none)."""
+    listed = subprocess.run(["fc-list", ":lang=zh"], capture_output=True, text=True) if shutil.which("fc-list") else None
+    if listed is None or not listed.stdout.strip():
+        apt_install("fonts-wqy-microhei", "for the Chinese labels of chapter 11's figures",
+                    "install a font with Chinese characters (Debian: fonts-wqy-microhei or fonts-noto-cjk)")
 
 
 def junit_counts(path: Path) -> tuple[int, int, int]:
@@ -232,7 +242,8 @@ def main(argv: list[str] | None = None) -> int:
     start = time.perf_counter()
     chromium = ensure_chromium() if not (args.quick or args.bench) else None
     ensure_bubblewrap()
-    steps.append(("system packages (chromium, bubblewrap)", time.perf_counter() - start, True))
+    ensure_cjk_font()
+    steps.append(("system packages (chromium, bubblewrap, a Chinese font)", time.perf_counter() - start, True))
 
     # the data, while the network may still be used: the tests and notebooks run without it
     print("\n=== data ===", flush=True)

@@ -1,0 +1,299 @@
+"""Figures of chapter 11: translation with an encoder-decoder, Bahdanau attention and the Transformer."""
+
+import statistics
+
+import matplotlib.pyplot as plt
+import numpy as np
+import torch
+from matplotlib import font_manager
+
+from _common import BLUE, GREEN, GREY, ORANGE, PURPLE, RED, SKY, YELLOW, arrow, box, diagram_axes, figure, record
+
+from attn_tutorial.decoding import beam_search, greedy_decode
+
+MODELS = (("ch11_none", "no attention", GREY), ("ch11_bahdanau", "Bahdanau attention", BLUE),
+          ("ch11_transformer", "Transformer", ORANGE))
+
+
+def _chinese_font() -> str:
+    """A font with Chinese characters (the SVGs embed the glyphs, so readers need none)."""
+    for font in font_manager.fontManager.ttflist:
+        if any(name in font.name for name in ("WenQuanYi", "Noto Sans CJK", "Noto Serif CJK", "Source Han")):
+            return font.name
+    raise RuntimeError("chapter 11's figures need a font with Chinese characters: install one (Debian: "
+                       "apt-get install fonts-wqy-microhei) and delete matplotlib's font cache "
+                       "(~/.cache/matplotlib) so that it is found")
+
+
+def _with_chinese(draw):
+    """Draw with DejaVu Sans, falling back to a Chinese font for the characters it lacks."""
+    def wrapped():
+        with plt.rc_context({"font.family": ["DejaVu Sans", _chinese_font()]}):
+            return draw()
+
+    wrapped.__doc__ = draw.__doc__
+    return wrapped
+
+
+def _runs(name):
+    return record(name)["runs"]
+
+
+def _seed0(name):
+    return next(run for run in _runs(name) if run["seed"] == 0)
+
+
+@figure("ch11_bottleneck")
+@_with_chinese
+def bottleneck():
+    """Without attention the decoder sees one vector; with it, every step weighs every encoder state."""
+    words, chars = ["Tom", "is", "reading", "a", "book", "."], ["汤", "姆", "在", "看", "书", "。"]
+    # an illustration: a near-diagonal alignment, as trained models often learn for such a sentence
+    scores = -((torch.arange(6.0)[None, :] - torch.tensor([0.3, 0.7, 1.6, 2.2, 4.0, 5.0])[:, None]) ** 2) / 0.3
+    weights = torch.softmax(scores, -1)  # (characters, words)
+    fig, axes = plt.subplots(1, 2, figsize=(10, 3.6))
+    for ax, attention in zip(axes, (False, True)):
+        ax.set_xlim(-0.6, 7.2), ax.set_ylim(-0.4, 3.6), ax.axis("off")
+        for j, word in enumerate(words):
+            box(ax, (j - 0.42, 0.0), 0.84, 0.45, word, colour="white", fontsize=7)
+            box(ax, (j - 0.3, 0.85), 0.6, 0.4, f"$h_{j + 1}$", colour=SKY, fontsize=8)
+            arrow(ax, (j, 0.45), (j, 0.85))
+        for i, char in enumerate(chars):
+            x = 0.4 + i * 1.05
+            box(ax, (x - 0.3, 2.35), 0.6, 0.4, f"$s_{i + 1}$", colour=YELLOW, fontsize=8)
+            ax.text(x, 3.2, char, ha="center", va="center", fontsize=11)
+            arrow(ax, (x, 2.75), (x, 3.02))
+            if i:
+                arrow(ax, (x - 0.75, 2.55), (x - 0.3, 2.55))
+            if attention:
+                for j in range(6):
+                    w = float(weights[i, j])
+                    if w > 0.03:
+                        ax.plot([j, x], [1.25, 2.35], color=BLUE, linewidth=0.4 + 3.5 * w, alpha=0.25 + 0.75 * w)
+        if attention:
+            ax.set_title("(b) with attention: step $t$ reads $c_t = \\sum_j \\alpha_{tj} h_j$\n"
+                         "(line width: an illustrative $\\alpha_{tj}$)", fontsize=10)
+        else:
+            box(ax, (6.1, 1.55), 0.6, 0.4, "$c$", colour=ORANGE, fontsize=9)
+            arrow(ax, (5.3, 1.05), (6.1, 1.7))
+            for i in range(6):
+                ax.plot([6.4, 0.4 + i * 1.05], [1.95, 2.35], color=ORANGE, linewidth=0.8, alpha=0.7)
+            ax.set_title("(a) no attention: every step reads the same vector $c$\n"
+                         "(the summary of the whole sentence)", fontsize=10)
+        ax.text(-0.55, 0.22, "English", fontsize=8, ha="right", va="center", color=GREY)
+        ax.text(-0.55, 3.2, "Chinese", fontsize=8, ha="right", va="center", color=GREY)
+    fig.tight_layout()
+    return fig
+
+
+@figure("ch11_blocks")
+def blocks():
+    """Post-norm and pre-norm encoder blocks, and the decoder layer with cross-attention."""
+    fig, axes = plt.subplots(1, 3, figsize=(10, 4.4))
+    for ax in axes:
+        ax.set_xlim(0, 4), ax.set_ylim(0, 8.4), ax.axis("off")
+
+    def plus(ax, y):
+        ax.add_patch(plt.Circle((2, y), 0.18, facecolor="white", edgecolor="black", linewidth=0.8))
+        ax.text(2, y, "+", ha="center", va="center", fontsize=10)
+
+    def residual(ax, y0, y1):
+        ax.plot([2, 3.3, 3.3, 2.18], [y0, y0, y1, y1], color=GREY, linewidth=1.0)
+
+    # (a) post-norm: LN(x + f(x))
+    ax = axes[0]
+    y = 0.4
+    ax.text(2, y, "$x$", ha="center")
+    for name, colour in (("self-attention", SKY), ("feed-forward", GREEN)):
+        arrow(ax, (2, y + 0.25), (2, y + 0.9))
+        box(ax, (1.1, y + 0.9), 1.8, 0.7, name, colour=colour)
+        arrow(ax, (2, y + 1.6), (2, y + 2.07))
+        plus(ax, y + 2.25)
+        residual(ax, y + 0.55, y + 2.25)
+        box(ax, (1.3, y + 2.8), 1.4, 0.55, "LayerNorm", colour=YELLOW, fontsize=8)
+        arrow(ax, (2, y + 2.43), (2, y + 2.8))
+        y += 3.35
+    arrow(ax, (2, y - 0.0), (2, y + 0.4))
+    ax.set_title("(a) post-norm (2017):\n$\\mathrm{LN}(x + f(x))$", fontsize=10)
+
+    # (b) pre-norm: x + f(LN(x))
+    ax = axes[1]
+    y = 0.4
+    ax.text(2, y, "$x$", ha="center")
+    for name, colour in (("self-attention", SKY), ("feed-forward", GREEN)):
+        box(ax, (1.3, y + 0.75), 1.4, 0.55, "LayerNorm", colour=YELLOW, fontsize=8)
+        arrow(ax, (2, y + 0.25), (2, y + 0.75))
+        box(ax, (1.1, y + 1.6), 1.8, 0.7, name, colour=colour)
+        arrow(ax, (2, y + 1.3), (2, y + 1.6))
+        plus(ax, y + 2.75)
+        arrow(ax, (2, y + 2.3), (2, y + 2.57))
+        residual(ax, y + 0.5, y + 2.75)
+        y += 3.2
+    arrow(ax, (2, y - 0.27), (2, y + 0.1))
+    box(ax, (1.3, y + 0.1), 1.4, 0.5, "final LayerNorm", colour=YELLOW, fontsize=7)
+    ax.set_title("(b) pre-norm:\n$x + f(\\mathrm{LN}(x))$, an identity path", fontsize=10)
+
+    # (c) the decoder layer (pre-norm)
+    ax = axes[2]
+    y = 0.3
+    ax.text(2, y, "target so far", ha="center", fontsize=8)
+    for name, colour in (("causal\nself-attention", SKY), ("cross-attention", PURPLE), ("feed-forward", GREEN)):
+        arrow(ax, (2, y + 0.25), (2, y + 0.6))
+        box(ax, (1.1, y + 0.6), 1.8, 0.8, name, colour=colour, fontsize=8)
+        plus(ax, y + 1.85)
+        arrow(ax, (2, y + 1.4), (2, y + 1.67))
+        residual(ax, y + 0.4, y + 1.85)
+        y += 2.2
+    ax.text(0.15, 3.3, "memory\n(encoder\noutput)", fontsize=8, ha="left", va="center", color=PURPLE)
+    arrow(ax, (0.75, 3.1), (1.1, 3.1), colour=PURPLE)
+    ax.text(2, y + 0.35, "next-character scores", ha="center", fontsize=8)
+    arrow(ax, (2, y - 0.17), (2, y + 0.2))
+    ax.set_title("(c) decoder layer (LayerNorms\nbefore each sub-layer not drawn)", fontsize=10)
+    fig.tight_layout()
+    return fig
+
+
+class _Table(torch.nn.Module):
+    def __init__(self, table):
+        super().__init__()
+        self.log_table = torch.tensor(table).log()
+
+    def start(self, src, src_lengths):
+        return {}
+
+    def step(self, prev, state):
+        return self.log_table[prev], state
+
+
+BEAM_TABLE = [[1e-9, 1e-9, 0.55, 0.45], [1e-9, 1.0, 1e-9, 1e-9], [1e-9, 0.2, 0.4, 0.4], [1e-9, 0.999, 5e-4, 5e-4]]
+
+
+@figure("ch11_beam")
+def beam():
+    """Greedy decoding and a beam of two on next-token probabilities that depend on the previous token."""
+    model, src, lengths = _Table(BEAM_TABLE), torch.zeros(1, 1, dtype=torch.long), torch.ones(1, dtype=torch.long)
+    greedy = greedy_decode(model, src, lengths, 0, 1, max_len=3)[0]
+    found = beam_search(model, src, lengths, 0, 1, beam_size=2, max_len=3, alpha=0.0)[0]
+    names = {1: "<eos>", 2: "a", 3: "b"}
+    p = torch.tensor(BEAM_TABLE)
+    fig, ax = diagram_axes(8.6, 3.6, xlim=(-0.3, 3.6), ylim=(-0.2, 4.2))
+    nodes = {(): (0, 2.0)}
+    ax.text(0, 2.0, "<bos>", ha="center", va="center", fontsize=9,
+            bbox=dict(boxstyle="round", facecolor="white", edgecolor="black", linewidth=0.8))
+    prefixes = [()]
+    for depth in (1, 2):
+        grown = []
+        for prefix in prefixes:
+            if prefix and prefix[-1] == 1:
+                continue
+            for token in (1, 2, 3):
+                if float(torch.tensor(BEAM_TABLE)[prefix[-1] if prefix else 0, token]) > 1e-6:
+                    grown.append(prefix + (token,))
+        ys = np.linspace(3.9, 0.1, len(grown))
+        for prefix, yy in zip(grown, ys):
+            prob = float(torch.prod(torch.tensor([p[a, b] for a, b in zip((0,) + prefix[:-1], prefix)])))
+            x0, y0 = nodes[prefix[:-1]]
+            nodes[prefix] = (depth * 1.5, yy)
+            on_greedy = list(prefix) == greedy[:len(prefix)] or list(prefix) == greedy + [1]
+            on_beam = list(prefix) == (found + [1])[:len(prefix)]
+            colour = BLUE if on_beam else ORANGE if on_greedy else GREY
+            ax.plot([x0 + (0.3 if depth == 1 else 0.75), depth * 1.5 - 0.05], [y0, yy], color=colour,
+                    linewidth=2.2 if colour != GREY else 0.6)
+            ax.text(depth * 1.5, yy, f"{names[prefix[-1]]}  P={prob:.3g}", ha="left", va="center", fontsize=8,
+                    color="black" if colour != GREY else GREY)
+        prefixes = grown
+    ax.plot([], [], color=ORANGE, linewidth=2.2, label=f"greedy: {' '.join(names[t] for t in greedy)} <eos>")
+    ax.plot([], [], color=BLUE, linewidth=2.2, label=f"beam of 2: {' '.join(names[t] for t in found)} <eos>")
+    ax.legend(loc="lower left", fontsize=8, frameon=False)
+    ax.set_title("Greedy decoding takes 'a' (0.55) and is stuck with poor continuations; a beam of two keeps\n"
+                 "'b' (0.45), whose sentence 'b <eos>' is the most probable (P = 0.45 x 0.999)", fontsize=9)
+    return fig
+
+
+@figure("ch11_results_bleu")
+def results_bleu():
+    """Test BLEU of the three models, greedy and beam 5, every seed."""
+    fig, axes = plt.subplots(1, 2, figsize=(9, 3.3))
+    for ax, (key, label) in zip(axes, (("bleu", "BLEU"), ("chrf", "chrF"))):
+        for i, (name, model, colour) in enumerate(MODELS):
+            for k, (suffix, marker) in enumerate((("", "o"), ("_beam", "s"))):
+                values = [run["metrics"][key + suffix] for run in _runs(name)]
+                x = i + (k - 0.5) * 0.3
+                ax.bar(x, statistics.mean(values), 0.28, color=colour, alpha=0.35 if k == 0 else 0.7)
+                ax.scatter([x] * len(values), values, color="black", s=12, marker=marker, zorder=3,
+                           label=("greedy, each seed" if k == 0 else "beam 5, each seed") if i == 0 else None)
+        ax.set_xticks(range(len(MODELS)), [m for _, m, _ in MODELS])
+        ax.set_ylabel(f"test {label}")
+        ax.legend(fontsize=8, frameon=False, loc="upper left")
+    device = record("ch11_bahdanau")["device"]
+    fig.suptitle(f"English -> Chinese, Tatoeba test sentences (cpu profile, {device}); bars: mean over seeds",
+                 fontsize=9)
+    fig.tight_layout()
+    return fig
+
+
+@figure("ch11_results_length")
+def results_length():
+    """Test BLEU per English sentence length: the single vector loses most on long sentences."""
+    fig, ax = plt.subplots(figsize=(6.4, 3.4))
+    buckets = list(record("ch11_bahdanau")["runs"][0]["extra"]["by_length"])
+    for name, model, colour in MODELS:
+        runs = _runs(name)
+        means = [statistics.mean(r["extra"]["by_length"][b]["bleu"] for r in runs) for b in buckets]
+        stds = [statistics.stdev(r["extra"]["by_length"][b]["bleu"] for r in runs) if len(runs) > 1 else 0
+                for b in buckets]
+        ax.errorbar(range(len(buckets)), means, yerr=stds, color=colour, marker="o", capsize=3,
+                    label=f"{model} ({len(runs)} seeds)")
+    sizes = [record("ch11_bahdanau")["runs"][0]["extra"]["by_length"][b]["n"] for b in buckets]
+    ax.set_xticks(range(len(buckets)), [f"{b} words\n({n} sentences)" for b, n in zip(buckets, sizes)], fontsize=8)
+    ax.set_ylabel("test BLEU (greedy)")
+    ax.legend(fontsize=8, frameon=False)
+    ax.set_title("BLEU by English length (cpu profile; mean and std over seeds)", fontsize=10)
+    fig.tight_layout()
+    return fig
+
+
+def _attention_map(ax, weights, words, output, title, cmap="Blues"):
+    w = np.asarray(weights, dtype=float)
+    ax.imshow(w, cmap=cmap, vmin=0, vmax=1, aspect="auto")
+    ax.set_xticks(range(len(words)), words, rotation=55, ha="right", fontsize=8)
+    ax.set_yticks(range(len(output)), output, fontsize=9)
+    ax.tick_params(length=0)
+    ax.set_title(title, fontsize=9)
+
+
+@figure("ch11_results_alignment")
+@_with_chinese
+def results_alignment():
+    """Bahdanau attention of three test sentences: each output character's weights over the English words."""
+    examples = _seed0("ch11_bahdanau")["extra"]["attention"][:3]
+    fig, axes = plt.subplots(1, 3, figsize=(10.5, 3.8))
+    for ax, ex in zip(axes, examples):
+        _attention_map(ax, ex["weights"], ex["words"], ex["output"], f"{ex['en']}\nreference: {ex['zh'][0]}")
+    fig.suptitle("Bahdanau attention (ch11_bahdanau, cpu profile, seed 0, greedy output; rows: characters "
+                 "written, columns: English words)", fontsize=9)
+    fig.tight_layout()
+    return fig
+
+
+@figure("ch11_results_heads")
+@_with_chinese
+def results_heads():
+    """One test sentence: Bahdanau's single map beside the Transformer's cross-attention heads."""
+    bahdanau = _seed0("ch11_bahdanau")["extra"]["attention"][0]
+    transformer = _seed0("ch11_transformer")["extra"]["attention"][0]
+    layers = len(transformer["weights"][0])
+    heads = len(transformer["weights"][0][0])
+    fig, axes = plt.subplots(layers, heads + 1, figsize=(13, 2.7 * layers))
+    for row in range(layers):
+        if row == 0:
+            _attention_map(axes[row, 0], bahdanau["weights"], bahdanau["words"], bahdanau["output"], "Bahdanau")
+        else:
+            axes[row, 0].axis("off")
+        for h in range(heads):
+            w = [step[row][h] for step in transformer["weights"]]
+            _attention_map(axes[row, h + 1], w, transformer["words"], transformer["output"],
+                           f"Transformer layer {row + 1}, head {h + 1}", cmap="Oranges")
+    fig.suptitle(f"{bahdanau['en']}  (cpu profile, seed 0; each model's own greedy output)", fontsize=10)
+    fig.tight_layout()
+    return fig
