@@ -46,6 +46,25 @@ def translate(model: nn.Module, groups, data: TranslationData, *, beam_size: int
     return out  # in a dry run, the first few batches' translations only
 
 
+@torch.no_grad()
+def character_loss(model: nn.Module, groups, data: TranslationData, batch_size: int = 128, device=None) -> float:
+    """Cross-entropy per character (nats) of every reference translation of ``groups``, teacher
+    forced, without label smoothing: how well the model predicts the next character."""
+    from attn_tutorial.translation import TranslationDataset
+
+    device = device or next(model.parameters()).device
+    model.eval()
+    total, count = 0.0, 0
+    loader = TranslationDataset(groups, data.src_vocab, data.tgt_vocab).loader(batch_size, False)
+    for batch in runs.loop(loader, "eval"):
+        batch = {key: value.to(device) for key, value in batch.items()}
+        logits = model(batch["src"], batch["src_lengths"], batch["tgt_in"])  # (B, T, V)
+        total += float(nn.functional.cross_entropy(logits.flatten(0, 1), batch["tgt_out"].flatten(),
+                                                   ignore_index=0, reduction="sum"))
+        count += int((batch["tgt_out"] != 0).sum())
+    return total / count
+
+
 def learning_rate(step: int, total: int, warmup: int) -> float:
     """The factor on the peak learning rate: a linear warm-up over ``warmup`` steps, then a cosine
     decay to a tenth of the peak at step ``total``."""
@@ -130,7 +149,7 @@ def fit_translation(model: nn.Module, data: TranslationData, *, epochs: int, bat
 
 # Sizes per profile. `cpu` is what the book records (one thread per run); `smoke` only proves the path.
 SIZES = {
-    "smoke": {"train": 1_500, "test": 150, "epochs": 2, "embed": 32, "hidden": 64, "d_model": 64, "d_ff": 128,
+    "smoke": {"train": 1_500, "test": 150, "epochs": 3, "embed": 32, "hidden": 64, "d_model": 64, "d_ff": 128,
               "layers": 1, "batch": 64},
     "cpu": {"train": None, "test": None, "epochs": 12, "embed": 64, "hidden": 256, "d_model": 128, "d_ff": 512,
             "layers": 2, "batch": 64},
@@ -209,6 +228,7 @@ def run_translation(ctx: RunContext, kind: str) -> dict:
     examples = example_groups(test)
     metrics = corpus_scores(greedy, [g.zh for g in test])
     metrics |= {f"{k}_beam": v for k, v in corpus_scores(beam[:len(test)], [g.zh for g in test]).items()}
+    metrics["test_loss"] = round(character_loss(model, test, data, device=ctx.device), 4)
     by_length = scores_by_length(test, greedy)
     metrics |= {f"bleu_len_{key}": value["bleu"] for key, value in by_length.items()}
     return {
