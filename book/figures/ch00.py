@@ -15,18 +15,19 @@ PARTS = [
     ("III", [(5, "stacked attention (VQA)"), (6, "hierarchical attention")]),
     ("IV", [(7, "co-attention"), (8, "bilinear attention"), (9, "comparing, choosing")]),
     ("V", [(10, "attention at scale")]),
+    ("VI", [(11, "translation, the Transformer")]),
 ]
 ARTICLES = [
     ("000", "BiLSTM + differential\nattention", [1, 2, 4], ORANGE),
     ("001", "BiLSTM + multi-head\nself-attention", [1, 3], GREEN),
-    ("004", "stacked, hierarchical,\nbilinear (VQA)", [2, 5, 6, 7, 8, 9, 10], BLUE),
+    ("004", "stacked, hierarchical,\nbilinear (VQA)", [2, 5, 6, 7, 8, 9, 10, 11], BLUE),
 ]
 
 
 @figure("ch00_course_map")
 def course_map():
-    """Articles on the left, the eleven chapters grouped by part on the right, an arrow per use."""
-    fig, ax = diagram_axes(8.5, 5.8, xlim=(0, 10.9), ylim=(-1.55, 10.6))
+    """Articles on the left, the twelve chapters grouped by part on the right, an arrow per use."""
+    fig, ax = diagram_axes(8.5, 6.4, xlim=(0, 10.9), ylim=(-2.7, 10.6))
     # chapters, top to bottom, with a band per part
     y, rows = 10.0, {}
     for part, chapters in PARTS:
