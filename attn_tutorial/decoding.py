@@ -39,10 +39,20 @@ def strip_eos(tokens: list[int], eos: int) -> list[int]:
     return tokens[: tokens.index(eos)] if eos in tokens else tokens
 
 
+def block_tokens(logits: torch.Tensor, blocked: tuple[int, ...]) -> torch.Tensor:
+    """``logits`` with the ``blocked`` tokens (e.g. ``<pad>``, ``<unk>``, ``<bos>``) made impossible."""
+    if not blocked:
+        return logits
+    logits = logits.clone()
+    logits[..., list(blocked)] = float("-inf")
+    return logits
+
+
 @torch.no_grad()
 def greedy_decode(model, src: torch.Tensor, src_lengths: torch.Tensor, bos: int, eos: int, max_len: int = 60,
-                  return_attention: bool = False):
-    """Pick the most likely token at every step until ``eos`` (or ``max_len`` tokens).
+                  return_attention: bool = False, blocked: tuple[int, ...] = ()):
+    """Pick the most likely token at every step until ``eos`` (or ``max_len`` tokens); tokens in
+    ``blocked`` are never picked.
 
     Returns one token list per sentence (without ``eos``); with ``return_attention`` also the
     weights each step left in ``state["attention"]``, stacked on dimension 1: ``(B, steps, ...)``.
@@ -54,7 +64,7 @@ def greedy_decode(model, src: torch.Tensor, src_lengths: torch.Tensor, bos: int,
     outputs, attention = [], []
     for _ in range(max_len):
         logits, state = model.step(prev, state)  # (B, V)
-        prev = logits.argmax(-1)  # (B,)
+        prev = block_tokens(logits, blocked).argmax(-1)  # (B,)
         outputs.append(prev)
         if return_attention:
             attention.append(state["attention"])
@@ -67,13 +77,15 @@ def greedy_decode(model, src: torch.Tensor, src_lengths: torch.Tensor, bos: int,
 
 @torch.no_grad()
 def beam_search(model, src: torch.Tensor, src_lengths: torch.Tensor, bos: int, eos: int, beam_size: int = 5,
-                max_len: int = 60, alpha: float = 1.0) -> list[list[int]]:
-    """Keep the ``beam_size`` best prefixes of every sentence; return each sentence's best finished one.
+                max_len: int = 60, alpha: float = 1.0, blocked: tuple[int, ...] = ()) -> list[list[int]]:
+    """Keep the ``beam_size`` best prefixes of every sentence; return each sentence's best one.
 
     A prefix's score is its log-probability; a finished hypothesis (it produced ``eos``) keeps its
-    score and only extends with ``eos`` at no cost. The winner maximises score / length**``alpha``
+    score and only extends with ``eos`` at no cost. The search prunes by score; at the end the
+    ``beam_size`` survivors are reranked by score / length**``alpha``, the length counting ``eos``
     (length normalisation: without it, alpha = 0, short outputs win because every token costs
-    probability). With ``beam_size=1`` this is exactly :func:`greedy_decode`.
+    probability). Tokens in ``blocked`` are never chosen. With ``beam_size=1`` this is
+    :func:`greedy_decode` (up to how ties between equal scores are broken).
     """
     _check_decoding(src, src_lengths, max_len)
     if beam_size < 1:
@@ -89,7 +101,7 @@ def beam_search(model, src: torch.Tensor, src_lengths: torch.Tensor, bos: int, e
     history = torch.empty(batch, k, 0, dtype=torch.long, device=src.device)
     for _ in range(max_len):
         logits, state = model.step(prev, state)  # (B*K, V)
-        log_probs = logits.float().log_softmax(-1).view(batch, k, -1)  # (B, K, V)
+        log_probs = block_tokens(logits.float(), blocked).log_softmax(-1).view(batch, k, -1)  # (B, K, V)
         vocab = log_probs.shape[-1]
         frozen = torch.full_like(log_probs, float("-inf"))
         frozen[..., eos] = 0.0  # a finished hypothesis continues only with eos, for free

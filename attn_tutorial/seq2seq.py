@@ -43,8 +43,8 @@ class DecoderAttention(nn.Module):
     """Score one decoder state against every encoder state, softmax over the real source words only,
     and average the states: the context vector.
 
-    ``kind``: ``"additive"`` (Bahdanau: ``v^T tanh(W s + U h_j)``), ``"general"`` (Luong:
-    ``s^T W h_j``) or ``"dot"`` (Luong: ``s^T h_j``; needs ``query_dim == key_dim``). The keys'
+    ``kind``: ``"additive"`` (Bahdanau: ``tanh(d W_a + h_s U_a + b) w``), ``"general"`` (Luong:
+    ``d W h_s^T``) or ``"dot"`` (Luong: ``d h_s^T``; needs ``query_dim == key_dim``). The keys'
     half of the score does not depend on the decoder state, so :meth:`prepare` computes it once
     per sentence, not once per generated character.
 
@@ -68,7 +68,7 @@ class DecoderAttention(nn.Module):
             self.key_map = nn.Linear(key_dim, query_dim, bias=False)  # W
 
     def prepare(self, keys: torch.Tensor) -> torch.Tensor:
-        """The per-sentence half of the scores: ``U h_j`` ``(B, S, A)``, ``W h_j`` or the keys."""
+        """The per-sentence half of the scores: ``h_s U_a`` ``(B, S, A)``, ``h_s W^T`` or the keys."""
         return keys if self.kind == "dot" else self.key_map(keys)
 
     def forward(self, query: torch.Tensor, keys: torch.Tensor, mask: torch.Tensor,
@@ -93,9 +93,9 @@ class RNNTranslator(nn.Module):
 
     ``attention=None``: the decoder sees the sentence only through the encoder's summary ``c``, fed
     at every step (Cho et al. 2014). Otherwise, at step ``t``, the previous decoder state
-    ``s_{t-1}`` queries the encoder states; the context ``c_t`` and the previous character's
+    ``d_{t-1}`` queries the encoder states; the context ``c_t`` and the previous character's
     embedding ``e_{t-1}`` feed the GRU (Bahdanau et al. 2014). Either way the next character is
-    read from ``[s_t; c_t; e_{t-1}]``.
+    read from ``[d_t; c_t; e_{t-1}]``.
 
     Shapes: src ``(B, S)``, src_lengths ``(B,)``, tgt_in ``(B, T)`` -> logits ``(B, T, V)``; the
     decoding interface (:mod:`attn_tutorial.decoding`) is :meth:`start` and :meth:`step`.
@@ -124,10 +124,10 @@ class RNNTranslator(nn.Module):
 
     def _advance(self, embedded: torch.Tensor, state: dict) -> tuple[torch.Tensor, dict]:
         """One decoder step from the previous character's embedding ``(B, E)``: readout ``(B, H)``."""
-        hidden = state["hidden"]  # s_{t-1}: (B, H)
+        hidden = state["hidden"]  # d_{t-1}: (B, H)
         if self.attention is None:
             context, weights = state["summary"], None
-        else:  # s_{t-1} asks which source words matter for the next character
+        else:  # d_{t-1} asks which source words matter for the next character
             context, weights = self.attention(hidden, state["keys"], state["mask"], state["prepared"])
         hidden = self.cell(torch.cat([embedded, context], -1), hidden)  # s_t: (B, H)
         readout = torch.tanh(self.readout(torch.cat([hidden, context, embedded], -1)))  # (B, H)

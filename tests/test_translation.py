@@ -285,3 +285,16 @@ def test_a_small_translator_learns_a_task_that_needs_alignment(kind):
     src, lengths, targets = _digit_task(200, generator)
     decoded = greedy_decode(model, src, lengths, bos, eos, max_len=8)
     assert sum(d == t for d, t in zip(decoded, targets)) / len(targets) > 0.9
+
+
+def test_blocked_tokens_are_never_written():
+    """<pad>, <unk> and <bos> are not characters of a translation, even where the model likes them best."""
+    # tokens: 0 pad, 1 unk, 2 bos, 3 eos, 4 "a"; the model prefers unk, then pad, then a, then eos
+    table = [[0.3, 0.4, 0.0, 0.1, 0.2]] * 5
+    model, src, lengths = TableModel(torch.tensor(table).clamp(min=1e-9).tolist()), torch.zeros(1, 1, dtype=torch.long), \
+        torch.ones(1, dtype=torch.long)
+    blocked = (0, 1, 2)
+    assert greedy_decode(model, src, lengths, bos=2, eos=3, max_len=3, blocked=blocked) == [[4, 4, 4]]
+    found = beam_search(model, src, lengths, bos=2, eos=3, beam_size=3, max_len=3, alpha=0.0, blocked=blocked)
+    assert all(t not in blocked for t in found[0])
+    assert greedy_decode(model, src, lengths, bos=2, eos=3, max_len=3) == [[1, 1, 1]]  # unblocked: unk

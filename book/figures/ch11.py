@@ -56,11 +56,11 @@ def bottleneck():
         ax.set_xlim(-0.6, 7.2), ax.set_ylim(-0.4, 3.6), ax.axis("off")
         for j, word in enumerate(words):
             box(ax, (j - 0.42, 0.0), 0.84, 0.45, word, colour="white", fontsize=7)
-            box(ax, (j - 0.3, 0.85), 0.6, 0.4, f"$h_{j + 1}$", colour=SKY, fontsize=8)
+            box(ax, (j - 0.3, 0.85), 0.6, 0.4, f"$\\mathbf{{h}}_{j + 1}$", colour=SKY, fontsize=8)
             arrow(ax, (j, 0.45), (j, 0.85))
         for i, char in enumerate(chars):
             x = 0.4 + i * 1.05
-            box(ax, (x - 0.3, 2.35), 0.6, 0.4, f"$s_{i + 1}$", colour=YELLOW, fontsize=8)
+            box(ax, (x - 0.3, 2.35), 0.6, 0.4, f"$\\mathbf{{d}}_{i + 1}$", colour=YELLOW, fontsize=8)
             ax.text(x, 3.2, char, ha="center", va="center", fontsize=11)
             arrow(ax, (x, 2.75), (x, 3.02))
             if i:
@@ -71,15 +71,18 @@ def bottleneck():
                     if w > 0.03:
                         ax.plot([j, x], [1.25, 2.35], color=BLUE, linewidth=0.4 + 3.5 * w, alpha=0.25 + 0.75 * w)
         if attention:
-            ax.set_title("(b) with attention: step $t$ reads $c_t = \\sum_j \\alpha_{tj} h_j$\n"
-                         "(line width: an illustrative $\\alpha_{tj}$)", fontsize=10)
+            ax.set_title("(b) with attention: step $t$ reads $\\mathbf{c}_t = \\sum_s \\alpha_{ts} \\mathbf{h}_s$\n"
+                         "(line width: an illustrative $\\alpha_{ts}$)", fontsize=10)
         else:
-            box(ax, (6.1, 1.55), 0.6, 0.4, "$c$", colour=ORANGE, fontsize=9)
-            arrow(ax, (5.3, 1.05), (6.1, 1.7))
+            box(ax, (6.1, 1.55), 0.6, 0.4, "$\\mathbf{c}$", colour=ORANGE, fontsize=9)
+            arrow(ax, (5.3, 1.05), (6.1, 1.7))  # the forward GRU's last state
+            ax.annotate("", xy=(6.1, 1.62), xytext=(0.0, 1.25),  # the backward GRU's final state (position 1)
+                        arrowprops=dict(arrowstyle="->", color="black", linewidth=0.8, shrinkA=2, shrinkB=2,
+                                        connectionstyle="arc3,rad=-0.12"))
             for i in range(6):
                 ax.plot([6.4, 0.4 + i * 1.05], [1.95, 2.35], color=ORANGE, linewidth=0.8, alpha=0.7)
-            ax.set_title("(a) no attention: every step reads the same vector $c$\n"
-                         "(the summary of the whole sentence)", fontsize=10)
+            ax.set_title("(a) no attention: every step reads the same vector $\\mathbf{c}$\n"
+                         "(the two GRU directions' final states: the whole sentence)", fontsize=10)
         ax.text(-0.55, 0.22, "English", fontsize=8, ha="right", va="center", color=GREY)
         ax.text(-0.55, 3.2, "Chinese", fontsize=8, ha="right", va="center", color=GREY)
     fig.tight_layout()
@@ -202,11 +205,12 @@ def beam():
             ax.text(depth * 1.5, yy, f"{names[prefix[-1]]}  P={prob:.3g}", ha="left", va="center", fontsize=8,
                     color="black" if colour != GREY else GREY)
         prefixes = grown
-    ax.plot([], [], color=ORANGE, linewidth=2.2, label=f"greedy: {' '.join(names[t] for t in greedy)} <eos>")
+    ax.plot([], [], color=ORANGE, linewidth=2.2,
+            label=f"greedy: {' '.join(names[t] for t in greedy)} ... (never writes <eos>; cut at the length limit)")
     ax.plot([], [], color=BLUE, linewidth=2.2, label=f"beam of 2: {' '.join(names[t] for t in found)} <eos>")
     ax.legend(loc="lower left", fontsize=8, frameon=False)
     ax.set_title("Greedy decoding takes 'a' (0.55) and is stuck with poor continuations; a beam of two keeps\n"
-                 "'b' (0.45), whose sentence 'b <eos>' is the most probable (P = 0.45 x 0.999)", fontsize=9)
+                 "'b' (0.45), whose sentence 'b <eos>' is the most probable (P = 0.45 x 0.999 = 0.44955)", fontsize=9)
     return fig
 
 
@@ -245,7 +249,8 @@ def results_length():
         ax.errorbar(range(len(buckets)), means, yerr=stds, color=colour, marker="o", capsize=3,
                     label=f"{model} ({len(runs)} seeds)")
     sizes = [record("ch11_bahdanau")["runs"][0]["extra"]["by_length"][b]["n"] for b in buckets]
-    ax.set_xticks(range(len(buckets)), [f"{b} words\n({n} sentences)" for b, n in zip(buckets, sizes)], fontsize=8)
+    names = [b.replace("-99", "+") for b in buckets]
+    ax.set_xticks(range(len(buckets)), [f"{b} words\n({n} sentences)" for b, n in zip(names, sizes)], fontsize=8)
     ax.set_ylabel("test BLEU (greedy)")
     ax.legend(fontsize=8, frameon=False)
     ax.set_title("BLEU by English length (cpu profile; mean and std over seeds)", fontsize=10)
@@ -262,11 +267,18 @@ def _attention_map(ax, weights, words, output, title, cmap="Blues"):
     ax.set_title(title, fontsize=9)
 
 
+# Which of the six recorded test sentences (the first six of 5-10 English words) the maps show:
+# two that the model translates well and one it gets wrong.
+ALIGNMENT_EXAMPLES = (1, 3, 0)
+HEADS_EXAMPLE = 3
+
+
 @figure("ch11_results_alignment")
 @_with_chinese
 def results_alignment():
     """Bahdanau attention of three test sentences: each output character's weights over the English words."""
-    examples = _seed0("ch11_bahdanau")["extra"]["attention"][:3]
+    recorded = _seed0("ch11_bahdanau")["extra"]["attention"]
+    examples = [recorded[i] for i in ALIGNMENT_EXAMPLES]
     fig, axes = plt.subplots(1, 3, figsize=(10.5, 3.8))
     for ax, ex in zip(axes, examples):
         _attention_map(ax, ex["weights"], ex["words"], ex["output"], f"{ex['en']}\nreference: {ex['zh'][0]}")
@@ -280,8 +292,8 @@ def results_alignment():
 @_with_chinese
 def results_heads():
     """One test sentence: Bahdanau's single map beside the Transformer's cross-attention heads."""
-    bahdanau = _seed0("ch11_bahdanau")["extra"]["attention"][0]
-    transformer = _seed0("ch11_transformer")["extra"]["attention"][0]
+    bahdanau = _seed0("ch11_bahdanau")["extra"]["attention"][HEADS_EXAMPLE]
+    transformer = _seed0("ch11_transformer")["extra"]["attention"][HEADS_EXAMPLE]
     layers = len(transformer["weights"][0])
     heads = len(transformer["weights"][0][0])
     fig, axes = plt.subplots(layers, heads + 1, figsize=(13, 2.7 * layers))
