@@ -92,7 +92,8 @@ class RNNTranslator(nn.Module):
     """A GRU encoder-decoder, with or without attention.
 
     ``attention=None``: the decoder sees the sentence only through the encoder's summary ``c``, fed
-    at every step (Cho et al. 2014). Otherwise, at step ``t``, the previous decoder state
+    at every step (Cho et al. 2014), or, with ``feed_summary=False``, only as its first state
+    (Sutskever et al. 2014; the steps then read zeros in its place). Otherwise, at step ``t``, the previous decoder state
     ``d_{t-1}`` queries the encoder states; the context ``c_t`` and the previous character's
     embedding ``e_{t-1}`` feed the GRU (Bahdanau et al. 2014). Either way the next character is
     read from ``[d_t; c_t; e_{t-1}]``.
@@ -102,8 +103,10 @@ class RNNTranslator(nn.Module):
     """
 
     def __init__(self, src_vocab: int, tgt_vocab: int, embed_dim: int = 64, hidden_dim: int = 128,
-                 attention: str | None = "additive", dropout: float = 0.2, pad_id: int = 0):
+                 attention: str | None = "additive", dropout: float = 0.2, pad_id: int = 0,
+                 feed_summary: bool = True):
         super().__init__()
+        self.feed_summary = feed_summary  # without attention: c at every step (Cho), or only in d_0 (Sutskever)
         self.encoder = GRUEncoder(src_vocab, embed_dim, hidden_dim, dropout, pad_id)
         self.embedding = nn.Embedding(tgt_vocab, embed_dim, padding_idx=pad_id)
         self.init_state = nn.Linear(hidden_dim, hidden_dim)  # s_0 from the encoder's summary
@@ -116,7 +119,8 @@ class RNNTranslator(nn.Module):
     def start(self, src: torch.Tensor, src_lengths: torch.Tensor) -> dict:
         """Encode a batch: the decoder's first state and what every step reads."""
         states, summary = self.encoder(src, src_lengths)  # (B, S, D), (B, D)
-        state = {"hidden": torch.tanh(self.init_state(summary)), "summary": summary}
+        state = {"hidden": torch.tanh(self.init_state(summary)),
+                 "summary": summary if self.feed_summary or self.attention is not None else torch.zeros_like(summary)}
         if self.attention is not None:
             state |= {"keys": states, "prepared": self.attention.prepare(states),
                       "mask": lengths_to_mask(src_lengths.to(src.device), src.shape[1])}
