@@ -180,6 +180,14 @@ def build_translator(kind: str, data: TranslationData, sizes: dict) -> nn.Module
     raise ValueError(f"kind must be one of {MODELS}, got {kind!r}")
 
 
+def recipe_for(kind: str, data: TranslationData, sizes: dict) -> dict:
+    """``RECIPES[kind]`` for a run of ``sizes``: a short run (smoke) warms up over its first quarter."""
+    recipe = dict(RECIPES[kind])
+    steps = sizes["epochs"] * len(data.train.loader(sizes["batch"], False))
+    recipe["warmup"] = min(recipe["warmup"], steps // 4)
+    return recipe
+
+
 EXAMPLES = 6  # test sentences whose translations and attention weights the record keeps
 
 
@@ -219,10 +227,8 @@ def run_translation(ctx: RunContext, kind: str) -> dict:
     data = translation_data(sizes["train"], sizes["test"])
     torch.manual_seed(ctx.seed)
     model = build_translator(kind, data, sizes)
-    recipe = dict(RECIPES[kind])
-    steps = sizes["epochs"] * len(data.train.loader(sizes["batch"], False))
-    recipe["warmup"] = min(recipe["warmup"], steps // 4)  # a short run (smoke) warms up over its first quarter
-    history = fit_translation(model, data, epochs=sizes["epochs"], batch_size=sizes["batch"], **recipe,
+    history = fit_translation(model, data, epochs=sizes["epochs"], batch_size=sizes["batch"],
+                              **recipe_for(kind, data, sizes),
                               generator=torch.Generator().manual_seed(ctx.seed), device=ctx.device,
                               checkpoint=ctx.checkpoint, retrain=ctx.retrain, progress=ctx.progress)
     test = data.test_groups

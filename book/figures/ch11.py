@@ -11,7 +11,8 @@ from _common import BLUE, GREEN, GREY, ORANGE, PURPLE, RED, SKY, YELLOW, arrow, 
 
 from attn_tutorial.decoding import beam_search, greedy_decode
 
-MODELS = (("ch11_none", "no attention", GREY), ("ch11_bahdanau", "Bahdanau attention", BLUE),
+MODELS = (("ch11_none_init", "no attention,\nfirst state only", "#c8c8c8"),
+          ("ch11_none", "no attention,\nevery step", GREY), ("ch11_bahdanau", "Bahdanau\nattention", BLUE),
           ("ch11_transformer", "Transformer", ORANGE))
 
 
@@ -217,7 +218,7 @@ def beam():
 @figure("ch11_results_bleu")
 def results_bleu():
     """Test BLEU of the three models, greedy and beam 5, every seed."""
-    fig, axes = plt.subplots(1, 2, figsize=(9, 3.3))
+    fig, axes = plt.subplots(1, 2, figsize=(10, 3.5))
     for ax, (key, label) in zip(axes, (("bleu", "BLEU"), ("chrf", "chrF"))):
         for i, (name, model, colour) in enumerate(MODELS):
             for k, (suffix, marker) in enumerate((("", "o"), ("_beam", "s"))):
@@ -226,7 +227,7 @@ def results_bleu():
                 ax.bar(x, statistics.mean(values), 0.28, color=colour, alpha=0.35 if k == 0 else 0.7)
                 ax.scatter([x] * len(values), values, color="black", s=12, marker=marker, zorder=3,
                            label=("greedy, each seed" if k == 0 else "beam 5, each seed") if i == 0 else None)
-        ax.set_xticks(range(len(MODELS)), [m for _, m, _ in MODELS])
+        ax.set_xticks(range(len(MODELS)), [m for _, m, _ in MODELS], fontsize=8)
         ax.set_ylabel(f"test {label}")
         ax.legend(fontsize=8, frameon=False, loc="upper left")
     device = record("ch11_bahdanau")["device"]
@@ -247,13 +248,13 @@ def results_length():
         stds = [statistics.stdev(r["extra"]["by_length"][b]["bleu"] for r in runs) if len(runs) > 1 else 0
                 for b in buckets]
         ax.errorbar(range(len(buckets)), means, yerr=stds, color=colour, marker="o", capsize=3,
-                    label=f"{model} ({len(runs)} seeds)")
+                    label=f"{model} ({len(runs)} seeds)".replace("\n", " "))
     sizes = [record("ch11_bahdanau")["runs"][0]["extra"]["by_length"][b]["n"] for b in buckets]
     names = [b.replace("-99", "+") for b in buckets]
-    ax.set_xticks(range(len(buckets)), [f"{b} words\n({n} sentences)" for b, n in zip(names, sizes)], fontsize=8)
+    ax.set_xticks(range(len(buckets)), [f"{b} tokens\n({n} sentences)" for b, n in zip(names, sizes)], fontsize=8)
     ax.set_ylabel("test BLEU (greedy)")
     ax.legend(fontsize=8, frameon=False)
-    ax.set_title("BLEU by English length (cpu profile; mean and std over seeds)", fontsize=10)
+    ax.set_title("BLEU by English length in tokens (cpu profile; mean and std over seeds)", fontsize=10)
     fig.tight_layout()
     return fig
 
