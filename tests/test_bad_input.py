@@ -18,7 +18,8 @@ from torch import nn
 
 import attn_tutorial
 from attn_tutorial import attention, bilinear, coattention, diff_models, differential, han, mhsa, mhsa_costs
-from attn_tutorial import long_attention, long_models, mhsa_models, pooling, relations, rnn, text, vqa_models
+from attn_tutorial import long_attention, long_models, mhsa_models, pooling, relations, rnn, seq2seq, text, transformer
+from attn_tutorial import vqa_models
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -157,6 +158,19 @@ MASKED = [
       for kind in long_attention.SCALABLE_KINDS],
     ("long_models.LongReviewClassifier", "mask", (B, T),
      lambda: _text_model(long_models.LongReviewClassifier(10, 4, 4, "window", num_heads=2, window=2))),
+    *[(f"seq2seq.DecoderAttention[{kind}]", "mask", (B, T),
+       lambda kind=kind: lambda m: seq2seq.DecoderAttention(D, D, kind)(torch.randn(B, D), states(), m))
+      for kind in seq2seq.SCORES],
+    ("transformer.MultiHeadAttention", "mask", (B, T), lambda: lambda m: transformer.MultiHeadAttention(D, 2)(states(), m)),
+    ("transformer.MultiHeadAttention[cross]", "memory_mask", (B, T),
+     lambda: lambda m: transformer.MultiHeadAttention(D, 2).cross(states(length=3), states(), m)),
+    ("transformer.TransformerBlock", "mask", (B, T), lambda: lambda m: transformer.TransformerBlock(D, 2, 16)(states(), m)),
+    ("transformer.TransformerEncoder", "mask", (B, T),
+     lambda: lambda m: transformer.TransformerEncoder(2, D, 2, 16)(states(), m)),
+    ("transformer.TransformerDecoderLayer", "memory_mask", (B, T),
+     lambda: lambda m: transformer.TransformerDecoderLayer(D, 2, 16)(states(length=3), states(), m)),
+    ("transformer.TransformerDecoder", "memory_mask", (B, T),
+     lambda: lambda m: transformer.TransformerDecoder(2, D, 2, 16)(states(length=3), states(), m)),
 ]
 
 # Functions whose mask only has to broadcast (documented and tested that way): scores / (B, H, Tq, Tk).
