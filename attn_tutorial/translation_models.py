@@ -31,6 +31,8 @@ def translate(model: nn.Module, groups, data: TranslationData, *, beam_size: int
     device = device or next(model.parameters()).device
     bos, eos = data.tgt_vocab.stoi[BOS], data.tgt_vocab.stoi[EOS]
     blocked = (data.tgt_vocab.pad_id, data.tgt_vocab.unk_id, bos)  # never part of a translation
+    if runs.active() is not None:  # a dry run: a few decoding steps prove the path (an untrained model never stops)
+        max_len = min(max_len, 4)
     src_vocab = data.src_vocab
     model.eval()
     out = []
@@ -204,6 +206,7 @@ def attention_examples(model: nn.Module, groups, data: TranslationData, device=N
     device = device or next(model.parameters()).device
     bos, eos = data.tgt_vocab.stoi[BOS], data.tgt_vocab.stoi[EOS]
     blocked = (data.tgt_vocab.pad_id, data.tgt_vocab.unk_id, bos)
+    max_len = 60 if runs.active() is None else 4  # a dry run: a few decoding steps
     model.eval()
     found = []
     for group in groups:
@@ -211,9 +214,10 @@ def attention_examples(model: nn.Module, groups, data: TranslationData, device=N
         src = torch.tensor([data.src_vocab.encode(words) or [data.src_vocab.unk_id]], device=device)
         lengths = torch.tensor([src.shape[1]], device=device)
         if getattr(model, "attention", True) is None:  # one vector: nothing to show
-            tokens, weights = greedy_decode(model, src, lengths, bos, eos, blocked=blocked), None
+            tokens, weights = greedy_decode(model, src, lengths, bos, eos, max_len, blocked=blocked), None
         else:
-            tokens, weights = greedy_decode(model, src, lengths, bos, eos, return_attention=True, blocked=blocked)
+            tokens, weights = greedy_decode(model, src, lengths, bos, eos, max_len, return_attention=True,
+                                            blocked=blocked)
             weights = weights[0, : len(tokens[0]) + 1].round(decimals=3).tolist()  # up to and with <eos>
         found.append({"en": group.en, "words": words, "zh": group.zh,
                       "output": data.tgt_vocab.decode(tokens[0]) + [EOS], "weights": weights})
