@@ -334,6 +334,32 @@ def _read_with_progress(response, what: str) -> bytes:
     return b"".join(blocks)
 
 
+def _download(url: str, what: str, dataset: str) -> bytes:
+    """The file at ``url``, with a progress bar; a :class:`DataNotFoundError` saying how to provide it
+    (``--source``) when offline or when the download fails."""
+    import urllib.request
+
+    if _offline():
+        raise DataNotFoundError(f"{dataset} must be downloaded, but this session is offline: download "
+                                f"{url} elsewhere and pass it with --source")
+    request = urllib.request.Request(url, headers={"User-Agent": "attn-tutorial"})
+    try:
+        with urllib.request.urlopen(request, timeout=120) as response:
+            return _read_with_progress(response, what)
+    except OSError as error:  # URLError, timeouts, refused connections
+        raise DataNotFoundError(f"could not download {url} ({error}); download it where the "
+                                "network allows and pass the file with --source") from None
+
+
+def _save_table(table, name: str, target: str | os.PathLike) -> Path:
+    """Write dataset ``name``'s one table into ``target`` in the local layout (atomically) and sum it."""
+    rel = DATASETS[name].local_files["train"]
+    path = Path(target) / rel
+    atomic_write(path, lambda temporary: table.to_parquet(temporary, index=False))
+    record_sums(Path(target), [rel])
+    return path
+
+
 def build_polarity_v2(target: str | os.PathLike = "data", source: str | os.PathLike | None = None,
                       *, check_content: bool = True) -> Path:
     """Write ``<target>/polarity_v2/review_polarity_v2.parquet`` from the authors' archive.
@@ -347,20 +373,11 @@ def build_polarity_v2(target: str | os.PathLike = "data", source: str | os.PathL
     import io
     import re
     import tarfile
-    import urllib.request
 
     import pandas as pd
 
     if source is None:
-        if _offline():
-            raise DataNotFoundError("polarity v2.0 must be downloaded, but this session is offline: download "
-                                    f"{POLARITY_URL} elsewhere and pass it with --source")
-        try:
-            with urllib.request.urlopen(POLARITY_URL, timeout=120) as response:  # about 3 MB
-                payload = _read_with_progress(response, "review_polarity.tar.gz")
-        except OSError as error:  # URLError, timeouts, refused connections
-            raise DataNotFoundError(f"could not download {POLARITY_URL} ({error}); download it where the "
-                                    "network allows and pass the file with --source") from None
+        payload = _download(POLARITY_URL, "review_polarity.tar.gz", "polarity v2.0")  # about 3 MB
     try:
         archive = (tarfile.open(fileobj=io.BytesIO(payload), mode="r:gz") if source is None
                    else tarfile.open(Path(source), mode="r:*"))
@@ -390,12 +407,7 @@ def build_polarity_v2(target: str | os.PathLike = "data", source: str | os.PathL
     if check_content and polarity_content_sha256(table) != POLARITY_CONTENT_SHA256:
         raise ChecksumError(f"the reviews read from {source or POLARITY_URL} ({len(table)} documents) differ from "
                             "polarity dataset v2.0 as the course uses it; pass the authors' review_polarity.tar.gz")
-    rel = DATASETS["polarity_v2"].local_files["train"]
-    target = Path(target)
-    path = target / rel
-    atomic_write(path, lambda temporary: table.to_parquet(temporary, index=False))
-    record_sums(target, [rel])
-    return path
+    return _save_table(table, "polarity_v2", target)
 
 
 # The Tatoeba English-Mandarin pairs have no hub copy in this layout: manythings.org packages them
@@ -415,7 +427,6 @@ def build_tatoeba_cmn(target: str | os.PathLike = "data", source: str | os.PathL
     from the book's. The directory's ``SHA256SUMS`` gets the new file's sum.
     """
     import io
-    import urllib.request
     import warnings
     import zipfile
 
@@ -423,16 +434,7 @@ def build_tatoeba_cmn(target: str | os.PathLike = "data", source: str | os.PathL
 
     where = source or TATOEBA_URL
     if source is None:
-        if _offline():
-            raise DataNotFoundError("the Tatoeba pairs must be downloaded, but this session is offline: download "
-                                    f"{TATOEBA_URL} elsewhere and pass it with --source")
-        request = urllib.request.Request(TATOEBA_URL, headers={"User-Agent": "attn-tutorial"})
-        try:
-            with urllib.request.urlopen(request, timeout=120) as response:  # about 1.5 MB
-                payload = _read_with_progress(response, "cmn-eng.zip")
-        except OSError as error:
-            raise DataNotFoundError(f"could not download {TATOEBA_URL} ({error}); download it where the "
-                                    "network allows and pass the file with --source") from None
+        payload = _download(TATOEBA_URL, "cmn-eng.zip", "the Tatoeba pairs")  # about 1.5 MB
     else:
         try:
             payload = Path(source).read_bytes()
@@ -461,12 +463,7 @@ def build_tatoeba_cmn(target: str | os.PathLike = "data", source: str | os.PathL
     if not rows:
         raise DataNotFoundError(f"{where} holds no sentence pairs")
     table = pd.DataFrame(rows)
-    rel = DATASETS["tatoeba_cmn"].local_files["train"]
-    target = Path(target)
-    path = target / rel
-    atomic_write(path, lambda temporary: table.to_parquet(temporary, index=False))
-    record_sums(target, [rel])
-    return path
+    return _save_table(table, "tatoeba_cmn", target)
 
 
 #: Datasets built from a published archive rather than fetched from the hub: name -> its archive.

@@ -13,6 +13,7 @@ A model decodes through two methods:
 from __future__ import annotations
 
 import torch
+from torch import nn
 
 
 def select_state(state, index: torch.Tensor):
@@ -121,3 +122,19 @@ def beam_search(model, src: torch.Tensor, src_lengths: torch.Tensor, bos: int, e
     normalised = scores / lengths.clamp(min=1) ** alpha  # (B, K)
     best = normalised.argmax(-1)  # (B,)
     return [strip_eos(history[b, best[b]].tolist(), eos) for b in range(batch)]
+
+
+class TableModel(nn.Module):
+    """A toy decoder whose next-token probabilities depend on the previous token only:
+    ``table[prev][next]`` (V x V probabilities). It ignores the source; beam search's tests and
+    figures use it because every sequence's probability can be computed by hand."""
+
+    def __init__(self, table):
+        super().__init__()
+        self.log_table = torch.as_tensor(table, dtype=torch.float).log()  # (V, V)
+
+    def start(self, src, src_lengths):
+        return {}
+
+    def step(self, prev, state):
+        return self.log_table[prev], state  # (N, V)

@@ -7,9 +7,9 @@ import numpy as np
 import torch
 from matplotlib import font_manager
 
-from _common import BLUE, GREEN, GREY, ORANGE, PURPLE, RED, SKY, YELLOW, arrow, box, diagram_axes, figure, record
+from _common import BLUE, GREEN, GREY, ORANGE, PURPLE, SKY, YELLOW, arrow, box, diagram_axes, figure, record
 
-from attn_tutorial.decoding import beam_search, greedy_decode
+from attn_tutorial.decoding import TableModel, beam_search, greedy_decode
 
 MODELS = (("ch11_none_init", "no attention,\nfirst state only", "#c8c8c8"),
           ("ch11_none", "no attention,\nevery step", GREY), ("ch11_bahdanau", "Bahdanau\nattention", BLUE),
@@ -157,25 +157,13 @@ def blocks():
     return fig
 
 
-class _Table(torch.nn.Module):
-    def __init__(self, table):
-        super().__init__()
-        self.log_table = torch.tensor(table).log()
-
-    def start(self, src, src_lengths):
-        return {}
-
-    def step(self, prev, state):
-        return self.log_table[prev], state
-
-
 BEAM_TABLE = [[1e-9, 1e-9, 0.55, 0.45], [1e-9, 1.0, 1e-9, 1e-9], [1e-9, 0.2, 0.4, 0.4], [1e-9, 0.999, 5e-4, 5e-4]]
 
 
 @figure("ch11_beam")
 def beam():
     """Greedy decoding and a beam of two on next-token probabilities that depend on the previous token."""
-    model, src, lengths = _Table(BEAM_TABLE), torch.zeros(1, 1, dtype=torch.long), torch.ones(1, dtype=torch.long)
+    model, src, lengths = TableModel(BEAM_TABLE), torch.zeros(1, 1, dtype=torch.long), torch.ones(1, dtype=torch.long)
     greedy = greedy_decode(model, src, lengths, 0, 1, max_len=3)[0]
     found = beam_search(model, src, lengths, 0, 1, beam_size=2, max_len=3, alpha=0.0)[0]
     names = {1: "<eos>", 2: "a", 3: "b"}
