@@ -335,6 +335,33 @@ def run_trigram(ctx: RunContext) -> dict:
                       "discounts": [model.D1, model.D2, model.D3]}}
 
 
+@experiment("ch12_generation", "The cost of writing with and without the key-value cache: seconds to generate "
+                                "64-512 tokens (batch 1) and the cache's bytes for 8, 2 and 1 key-value heads, chapter 12")
+def run_generation(ctx: RunContext) -> dict:
+    """Time greedy generation of the base model's shape (untrained: speed does not depend on the
+    weights) with and without the cache, and measure the cache of the MHSA, GQA and MQA shapes."""
+    sizes = SIZES[ctx.profile.name]
+    corpus = corpus_for(sizes)
+    lengths = (64, 128, 256, 512) if runs.active() is None else (4,)
+    prompt = corpus.encode(PROMPT)
+    seconds, cached = {}, {}
+    for variant in ("rope", "gqa", "mqa"):
+        torch.manual_seed(ctx.seed)
+        model = build_lm(variant, corpus.vocab_size, sizes).to(ctx.device).eval()
+        with torch.no_grad():
+            cached[variant] = [measured_cache_bytes(model(torch.ones(1, n, dtype=torch.long, device=ctx.device))[1])
+                               for n in lengths]
+        if variant == "rope":
+            for use_cache in (True, False):
+                seconds["with_cache" if use_cache else "without_cache"] = [
+                    round(generation_seconds(model, prompt, n, use_cache), 3) for n in lengths]
+    metrics = {"speedup_longest": seconds["without_cache"][-1] / seconds["with_cache"][-1],
+               "gqa_cache_ratio": cached["gqa"][-1] / cached["rope"][-1],
+               "mqa_cache_ratio": cached["mqa"][-1] / cached["rope"][-1]}
+    return {"metrics": metrics, "extra": {"lengths": list(lengths), "seconds": seconds, "cache_bytes": cached,
+                                          "threads": torch.get_num_threads()}}
+
+
 LABELS = {"rope": "multi-head attention with rotary positions (the base)", "sinusoidal": "sinusoidal positions",
           "alibi": "ALiBi", "gqa": "grouped-query attention, a quarter of the key-value heads",
           "mqa": "multi-query attention", "diff": "differential attention, equal parameters",
