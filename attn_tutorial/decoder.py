@@ -262,7 +262,7 @@ def alibi_slopes(num_heads: int) -> torch.Tensor:
 
 
 def alibi_bias(slopes: torch.Tensor, query_positions: torch.Tensor, key_positions: torch.Tensor) -> torch.Tensor:
-    """``-slope_h * (i - j)``: the linear penalty on a key ``i - j`` positions back. Positions
+    """``-beta_j * (t - s)`` for head j: the linear penalty on a key ``t - s`` positions back. Positions
     ``(T,)``/``(S,)`` or ``(B, T)``/``(B, S)`` -> ``(H, T, S)`` or ``(B, H, T, S)`` (float32)."""
     distance = query_positions[..., :, None] - key_positions[..., None, :]  # (.., T, S)
     return -slopes.to(distance.device)[:, None, None] * distance.unsqueeze(-3).float()  # (.., H, T, S)
@@ -323,10 +323,11 @@ class MixtureOfHeadsAttention(CausalSelfAttention):
     for every token and only the ``active`` best contribute, weighted by a softmax over the chosen
     ones (times ``active``, so that equal weights give the plain sum of those heads).
 
-    ``self.aux_loss`` (set by each forward) is the load-balancing loss ``H * sum_h f_h P_h - 1``:
-    ``f_h`` the share of the token-slots routed to head h, ``P_h`` its mean router probability. It is
-    0 for a uniform router and grows as tokens pile onto a few heads. This implementation computes
-    every head and zeroes the unchosen ones: the saving is real only with a gathered kernel.
+    ``self.aux_loss`` (set by each forward) is the load-balancing loss ``h * sum_j f_j g_j - 1``:
+    ``f_j`` the share of the token slots routed to head j, ``g_j`` the mean over tokens of the router's
+    softmax over all heads. It is 0 for a uniform router and grows as tokens pile onto a few heads.
+    Keys and values are computed and cached for every head (a later token may choose any); this
+    implementation also computes every head's attention and zeroes the unchosen ones.
     """
 
     def __init__(self, embed_dim: int, num_heads: int, active: int, positions: str = "rope", dropout: float = 0.0,

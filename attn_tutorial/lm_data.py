@@ -95,6 +95,7 @@ def lm_corpus(vocab_size: int = 2048, n_train: int | None = None, n_test: int | 
     test_texts = [clean_review(t) for t in load_dataset("imdb", "test")["text"]]
     n_train = runs.cap(n_train, len(train_texts), "training reviews") or len(train_texts)
     train_texts = train_texts[:n_train]
+    n_test = runs.cap(n_test, len(test_texts), "test reviews")
     step = max(1, len(test_texts) // (n_test or len(test_texts)))
     test_texts = test_texts[::step][: n_test or len(test_texts)]
     key = _fingerprint(train_texts + ["\x00"] + test_texts, vocab_size, "bpe-v1")

@@ -22,14 +22,14 @@ from attn_tutorial.generation import generate
 from attn_tutorial.lm_data import (LMCorpus, NeedleSpec, add_needles, evaluation_windows, lm_corpus,
                                    needle_example, needle_spec, random_windows)
 from attn_tutorial.results import RunContext, experiment
-from attn_tutorial.training import save_checkpoint
+from attn_tutorial.training import autocast, autocast_dtype, save_checkpoint
 
 
 class KneserNeyTrigram:
     """Interpolated Kneser-Ney (Kneser and Ney 1995; Chen and Goodman 1998) over token ids, with one
-    discount per order ``D = n1 / (n1 + 2 n2)`` (``n_r``: how many n-grams occur exactly r times).
+    discount per order ``delta_n = n1 / (n1 + 2 n2)`` (``n_r``: how many n-grams occur exactly r times).
 
-    ``P(c | a b) = max(c(abc) - D3, 0) / c(ab.) + D3 N1+(ab.) / c(ab.) * P2(c | b)``, and ``P2`` and
+    ``P(c | a b) = max(c(abc) - delta_3, 0) / c(ab.) + delta_3 N1+(ab.) / c(ab.) * P2(c | b)``, and ``P2`` and
     ``P1`` the same with *continuation* counts (in how many contexts a word follows), down to a
     uniform distribution over the vocabulary: every token has a probability above zero.
     """
@@ -141,6 +141,7 @@ def fit_lm(model: DecoderLM, corpus: LMCorpus, *, steps: int, batch_size: int = 
     optimizer = torch.optim.AdamW([{"params": decay, "weight_decay": weight_decay}, {"params": rest, "weight_decay": 0.0}],
                                   lr=lr, betas=(0.9, 0.95))
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: learning_rate(s, steps, min(warmup, steps // 4)))
+    scaler = torch.amp.GradScaler(device.type, enabled=autocast_dtype(device) == torch.float16)  # fp16 GPUs
     windows_rng, needle_rng = torch.Generator().manual_seed(seed), random.Random(seed)
     heartbeat = runs.Heartbeat(1)
     curve, running, count, start = [], 0.0, 0, time.perf_counter()
@@ -151,15 +152,18 @@ def fit_lm(model: DecoderLM, corpus: LMCorpus, *, steps: int, batch_size: int = 
         if needles is not None:
             windows = add_needles(windows, needles, needle_fraction, n_needles, needle_rng)
         windows = windows.to(device)
-        logits, _, _ = model(windows[:, :-1])  # (B, L, V)
+        with autocast(device):  # mixed precision on a GPU, float32 on a CPU
+            logits, _, _ = model(windows[:, :-1])  # (B, T_train, V)
         loss = F.cross_entropy(logits.flatten(0, 1).float(), windows[:, 1:].flatten())
-        total = loss + aux_weight * model.aux_loss()
+        total = loss + aux_weight * model.aux_loss().float()
         if not torch.isfinite(total):
             raise FloatingPointError(f"training loss became {total.item()} at step {step}")
         optimizer.zero_grad(set_to_none=True)
-        total.backward()
+        scaler.scale(total).backward()
+        scaler.unscale_(optimizer)
         nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        optimizer.step()
+        scaler.step(optimizer)
+        scaler.update()
         scheduler.step()
         running, count = running + loss.item(), count + 1
         if step % max(1, steps // 20) == 0 or step == steps:
@@ -181,6 +185,8 @@ def perplexity(model: DecoderLM, windows: torch.Tensor, batch_size: int = 16, de
     device = device or next(model.parameters()).device
     model.eval()
     total, count = 0.0, 0
+    if runs.active() is not None:  # a dry run proves the path on small batches
+        batch_size = min(batch_size, 2)
     batches = range(0, len(windows), batch_size)
     for start in runs.loop(batches, "eval", planned=len(batches)):
         chunk = windows[start:start + batch_size].to(device)
@@ -207,11 +213,11 @@ def needle_accuracy(model: DecoderLM, corpus: LMCorpus, spec: NeedleSpec, depths
             start = rng.randrange(0, len(corpus.test) - length)
             examples.append(needle_example(corpus.test[start:start + length], length, spec, depth, n_needles, rng))
         ids = torch.stack([e[0] for e in examples]).to(device)  # (N, length)
-        hits = []
-        for first in runs.loop(range(0, len(examples), 50), "eval"):
-            logits, _, _ = model(ids[first:first + 50, :-1])  # (b, length - 1, V)
+        hits, batch = [], 50 if runs.active() is None else 2
+        for first in runs.loop(range(0, len(examples), batch), "eval"):
+            logits, _, _ = model(ids[first:first + batch, :-1])  # (b, length - 1, V)
             guesses = logits.argmax(-1)  # what greedy decoding would write after each prefix
-            for row, (_, n_answer) in enumerate(examples[first:first + 50]):
+            for row, (_, n_answer) in enumerate(examples[first:first + batch]):
                 hits.append(bool((guesses[row, -n_answer:] == ids[first + row, -n_answer:]).all()))
         found[depth] = sum(hits) / len(hits)
     return found
@@ -261,7 +267,12 @@ def corpus_for(sizes: dict) -> LMCorpus:
     return lm_corpus(sizes["vocab"], sizes["reviews"], sizes["test_reviews"])
 
 
-def evaluation_tokens(sizes: dict) -> int:
+def evaluation_tokens(sizes: dict, corpus: LMCorpus) -> int:
+    """The test tokens every evaluation length scores: ``eval_windows`` training contexts (a dry run's
+    small test stream: as many as fit, in whole windows of the longest length)."""
+    longest = max(LENGTHS) * sizes["context"]
+    if runs.active() is not None:
+        return longest * max(1, min(sizes["eval_windows"] // max(LENGTHS), (len(corpus.test) - 1) // longest))
     return sizes["eval_windows"] * sizes["context"]
 
 
@@ -288,10 +299,11 @@ def run_lm(ctx: RunContext, variant: str) -> dict:
     spec = needle_spec(corpus)
     torch.manual_seed(ctx.seed)
     model = build_lm(variant, corpus.vocab_size, sizes)
-    history = fit_lm(model, corpus, steps=sizes["steps"], batch_size=sizes["batch"], lr=sizes["lr"], needles=spec, seed=ctx.seed,
+    batch = min(sizes["batch"], ctx.profile.batch_size)  # a dry run caps the profile's batch
+    history = fit_lm(model, corpus, steps=sizes["steps"], batch_size=batch, lr=sizes["lr"], needles=spec, seed=ctx.seed,
                      device=ctx.device, checkpoint=ctx.checkpoint, retrain=ctx.retrain, progress=ctx.progress,
                      **RECIPE)
-    n_tokens = evaluation_tokens(sizes)
+    n_tokens = evaluation_tokens(sizes, corpus)
     metrics = {}
     for factor in LENGTHS:
         windows = evaluation_windows(corpus.test, factor * sizes["context"], n_tokens)
@@ -328,7 +340,7 @@ def run_trigram(ctx: RunContext) -> dict:
     start = time.perf_counter()
     model = KneserNeyTrigram(corpus.train, corpus.vocab_size)
     seconds = time.perf_counter() - start
-    windows = evaluation_windows(corpus.test, sizes["context"], evaluation_tokens(sizes))
+    windows = evaluation_windows(corpus.test, sizes["context"], evaluation_tokens(sizes, corpus))
     return {"metrics": {"ppl_1x": round(model.perplexity(windows), 3)}, "n_params": None,
             "time_per_epoch_s": round(seconds, 2),
             "extra": {"trigram_types": len(model.tri_keys), "train_tokens": len(corpus.train),
