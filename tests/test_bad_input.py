@@ -17,7 +17,7 @@ import torch
 from torch import nn
 
 import attn_tutorial
-from attn_tutorial import attention, bilinear, coattention, diff_models, differential, han, mhsa, mhsa_costs
+from attn_tutorial import attention, bilinear, coattention, decoder, diff_models, differential, han, mhsa, mhsa_costs
 from attn_tutorial import long_attention, long_models, mhsa_models, pooling, relations, rnn, seq2seq, text, transformer
 from attn_tutorial import vqa_models
 
@@ -171,6 +171,10 @@ MASKED = [
      lambda: lambda m: transformer.TransformerDecoderLayer(D, 2, 16)(states(length=3), states(), m)),
     ("transformer.TransformerDecoder", "memory_mask", (B, T),
      lambda: lambda m: transformer.TransformerDecoder(2, D, 2, 16)(states(length=3), states(), m)),
+    *[(f"decoder.DecoderLM[{attention}]", "mask", (B, T),
+       lambda attention=attention: lambda m: decoder.DecoderLM(10, D, 2, 1, 8, T, attention=attention,
+                                                                active=1)(torch.randint(0, 10, (B, T)), m))
+      for attention in decoder.ATTENTIONS],
 ]
 
 # Functions whose mask only has to broadcast (documented and tested that way): scores / (B, H, Tq, Tk).
