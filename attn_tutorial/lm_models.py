@@ -244,6 +244,7 @@ VARIANTS = {
     "mqa": {"num_kv_heads": 1},
     "diff": {"attention": "diff"},  # half as many heads, each twice as wide: equal parameters
     "moh": {"attention": "moh"},  # twice the heads, half of them active per token: equal active compute
+    "wide": {"wide": True},  # the routed model's heads, all active: its parameters without the routing
 }
 RECIPE = {"warmup": 100, "weight_decay": 0.1, "aux_weight": 0.01, "needle_fraction": 0.5, "n_needles": 3}
 LENGTHS = (1, 2, 4)  # evaluation lengths, in training contexts
@@ -259,6 +260,8 @@ def build_lm(variant: str, vocab_size: int, sizes: dict) -> DecoderLM:
         options["num_kv_heads"] = heads // 4
     if options.get("attention") == "moh":  # 2H heads of the base's width, H active: the same active compute
         heads, options["active"], options["head_dim"] = 2 * heads, heads, sizes["d_model"] // heads
+    if options.pop("wide", False):  # 2H dense heads of the base's width
+        heads, options["head_dim"] = 2 * heads, sizes["d_model"] // heads
     return DecoderLM(vocab_size, sizes["d_model"], heads, sizes["layers"], sizes["d_ff"], sizes["context"],
                      max_len=max(LENGTHS) * sizes["context"] + 512, **options)
 
@@ -377,7 +380,8 @@ def run_generation(ctx: RunContext) -> dict:
 LABELS = {"rope": "multi-head attention with rotary positions (the base)", "sinusoidal": "sinusoidal positions",
           "alibi": "ALiBi", "gqa": "grouped-query attention, a quarter of the key-value heads",
           "mqa": "multi-query attention", "diff": "differential attention, equal parameters",
-          "moh": "a mixture of heads, half active per token"}
+          "moh": "a mixture of heads, half active per token",
+          "wide": "twice the heads, all active (the mixture of heads' parameters, without routing)"}
 for _variant in VARIANTS:
     experiment(f"ch12_{_variant}", f"A decoder language model on IMDB reviews: {LABELS[_variant]}; test "
                                    f"perplexity at 1, 2 and 4 training contexts and needle retrieval, chapter 12")(

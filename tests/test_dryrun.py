@@ -30,7 +30,7 @@ COVERED_BY = {"ch09_san_features_long": ("ch05_san_features",),
               **{f"ch10_imdb_{variant}": ("ch10_imdb_linformer",) for variant in ("exact", "window", "linear")},
               # chapter 12's variants differ from the base model only in the attention layer or the positions,
               # which its unit tests run (cached and uncached, every variant)
-              **{f"ch12_{variant}": ("ch12_rope",) for variant in ("sinusoidal", "alibi", "gqa", "mqa", "diff", "moh")}}
+              **{f"ch12_{variant}": ("ch12_rope",) for variant in ("sinusoidal", "alibi", "gqa", "mqa", "diff", "moh", "wide")}}
 FP16_FAMILIES = ("ch00_bow", "ch01_bilstm", "ch02_selfattentive", "ch03_mhsa", "ch04_diff", "ch05_san_relational",
                  "ch06_han_polarity", "ch07_hiecoatt_relational", "ch08_ban_relational", "ch12_rope")
 
