@@ -392,6 +392,21 @@ def config_changes(old: dict | None, new: dict) -> list[str]:
     return sorted(k for k in set(old) | set(new) if old.get(k) != new.get(k))
 
 
+def reuse_finished(model, checkpoint: Path | None, key: str, device, retrain: bool = False) -> dict | None:
+    """Load ``checkpoint`` into ``model`` if it finished training with configuration ``key`` and
+    return its recorded history; None (train) for no checkpoint, a dry run, ``retrain`` or another
+    configuration (said in one line)."""
+    if checkpoint is None or active() is not None or retrain or not checkpoint.is_file():
+        return None
+    payload = read_checkpoint(checkpoint, map_location=device)
+    if payload.get("config_key") == key and payload.get("finished"):
+        load_weights(model, payload["model"], checkpoint)
+        print(f"Loaded the finished checkpoint .../{checkpoint.parent.name}/{checkpoint.name}: no training needed.")
+        return payload["history"]
+    print(f"The checkpoint {checkpoint} was trained with another configuration: training again.")
+    return None
+
+
 def read_checkpoint(path: Path, map_location="cpu") -> dict:
     """Load a course checkpoint safely; any unreadable or foreign file is a :class:`CheckpointError`
     naming the file and the way out."""

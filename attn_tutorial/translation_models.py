@@ -100,13 +100,9 @@ def fit_translation(model: nn.Module, data: TranslationData, *, epochs: int, bat
     key = runs.config_key(config)
     if runs.active() is not None:
         checkpoint = None
-    if checkpoint is not None and checkpoint.is_file() and not retrain:
-        payload = runs.read_checkpoint(checkpoint, map_location=device)
-        if payload.get("config_key") == key and payload.get("finished"):
-            runs.load_weights(model, payload["model"], checkpoint)
-            print(f"Loaded the finished checkpoint .../{checkpoint.parent.name}/{checkpoint.name}: no training needed.")
-            return {**payload["history"], "reused_checkpoint": True}
-        print(f"The checkpoint {checkpoint} was trained with another configuration: training again.")
+    reused = runs.reuse_finished(model, checkpoint, key, device, retrain)
+    if reused is not None:
+        return {**reused, "reused_checkpoint": True}
     hide_bar = progress is False or (progress is None and os.environ.get("TQDM_DISABLE", "").lower() in ("1", "true"))
     optimizer = torch.optim.Adam(model.parameters(), lr=lr, betas=(0.9, 0.98))
     total = epochs * len(train_loader)
