@@ -36,7 +36,9 @@ class KneserNeyTrigram:
 
     def __init__(self, tokens: torch.Tensor, vocab_size: int):
         V = self.V = vocab_size
-        x = np.asarray(tokens, dtype=np.int64)
+        x = self._ids(tokens, "tokens")
+        if len(x) < 3:
+            raise ValueError(f"a trigram model needs at least 3 tokens, got {len(x)}")
         # Every distinct trigram (a, b, c), coded as one integer, and how often it occurs.
         self.tri_keys, self.tri_count = np.unique((x[:-2] * V + x[1:-1]) * V + x[2:], return_counts=True)
         self.ctx_keys, ctx_index = np.unique(self.tri_keys // V, return_inverse=True)  # distinct (a, b)
@@ -50,6 +52,13 @@ class KneserNeyTrigram:
         self.c_cont = np.bincount(np.unique(x[:-1] * V + x[1:]) % V, minlength=V).astype(np.float64)  # N1+(.c)
         self.D3, self.D2 = self._discount(self.tri_count), self._discount(self.bc_cont)
         self.D1 = self._discount(self.c_cont[self.c_cont > 0])
+
+    def _ids(self, ids, name: str) -> np.ndarray:
+        """``ids`` as int64 token ids, each in ``[0, V)`` (ids outside would index wrong counts silently)."""
+        x = np.asarray(ids, dtype=np.int64)
+        if x.size and (x.min() < 0 or x.max() >= self.V):
+            raise ValueError(f"{name} must be token ids in [0, {self.V}), got values from {x.min()} to {x.max()}")
+        return x
 
     @staticmethod
     def _discount(counts: np.ndarray) -> float:
@@ -78,7 +87,7 @@ class KneserNeyTrigram:
 
     def probability(self, a, b, c) -> np.ndarray:
         """``P(c | a b)`` for arrays of token ids."""
-        a, b, c = (np.asarray(t, dtype=np.int64) for t in (a, b, c))
+        a, b, c = (self._ids(t, name) for t, name in ((a, "a"), (b, "b"), (c, "c")))
         V = self.V
         count = self._lookup(self.tri_keys, self.tri_count, (a * V + b) * V + c).astype(np.float64)
         context = self._lookup(self.ctx_keys, self.ctx_count, a * V + b)

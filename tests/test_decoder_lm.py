@@ -254,6 +254,10 @@ def test_kneser_ney_is_a_distribution_and_beats_a_unigram():
     counts = torch.bincount(stream[:5000], minlength=7).float()
     unigram = math.exp(-(counts / counts.sum() * (counts / counts.sum()).clamp(min=1e-9).log()).sum())
     assert model.perplexity(windows) < unigram * 0.7
+    with pytest.raises(ValueError, match=r"token ids in \[0, 7\)"):
+        model.probability([0], [1], [7])
+    with pytest.raises(ValueError, match=r"token ids in \[0, 3\)"):
+        KneserNeyTrigram(stream[:50], 3)
 
 
 @pytest.mark.parametrize("call, message", [
