@@ -27,6 +27,7 @@ import datetime as _dt
 import functools
 import importlib
 import json
+import math
 import os
 import pkgutil
 import platform
@@ -102,6 +103,9 @@ def code_commit() -> str | None:
     return git_commit()
 
 
+CODE_PATHS = ("attn_tutorial", "pyproject.toml", "requirements.lock")
+
+
 def git_commit() -> str | None:
     root = repo_root()
     if root is None:
@@ -110,8 +114,10 @@ def git_commit() -> str | None:
         out = subprocess.run(
             ["git", "rev-parse", "--short", "HEAD"], cwd=root, capture_output=True, text=True, timeout=10
         )
+        # "-dirty" when the code that runs differs from the commit; edited prose does not count
         dirty = subprocess.run(
-            ["git", "status", "--porcelain", "--untracked-files=no"], cwd=root, capture_output=True, text=True, timeout=10
+            ["git", "status", "--porcelain", "--untracked-files=no", "--", *CODE_PATHS], cwd=root,
+            capture_output=True, text=True, timeout=10,
         )
     except (OSError, subprocess.SubprocessError):
         return None
@@ -192,6 +198,26 @@ def run_experiment(
         "git_commit": commit,
         "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
     }
+
+
+def decimals_for(std: float) -> int:
+    """The book's rounding rule: a standard deviation keeps two significant digits, with at least
+    one decimal and at most two, and its mean keeps the same decimals (87.87 ± 0.53, 74.7 ± 3.2,
+    92.3 ± 13.2, 14.04 ± 0.08)."""
+    if not math.isfinite(std) or std < 0:
+        raise ValueError(f"a standard deviation must be finite and >= 0, got {std}")
+    if std == 0:
+        return 1
+    return min(max(1 - math.floor(math.log10(std)), 1), 2)
+
+
+def mean_std(mean: float, std: float | None = None, n: int = 2) -> str:
+    """``"mean ± std"`` under :func:`decimals_for`; the mean alone (one decimal more than a
+    rounded percentage needs: two) when there is one run (``n == 1`` or ``std is None``)."""
+    if std is None or n < 2:
+        return f"{mean:.2f}"
+    places = decimals_for(std)
+    return f"{mean:.{places}f} ± {std:.{places}f}"
 
 
 def summarise(runs: list[dict]) -> dict:
@@ -334,7 +360,7 @@ def records_table(name: str, metrics: tuple[str, ...] | None = None):
                 continue
             if _is_percent(metric):
                 mean, std, label = 100 * s["mean"], 100 * s["std"], f"{metric} (%)"
-                row[label] = f"{mean:.2f} ± {std:.2f}" if s["n"] > 1 else f"{mean:.2f}"
+                row[label] = mean_std(mean, std, s["n"])
             else:
                 mean = f"{s['mean']:,.0f}" if abs(s["mean"]) >= 1000 else f"{s['mean']:.3g}"
                 row[metric] = f"{mean} ± {s['std']:.2g}" if s["n"] > 1 else mean

@@ -222,6 +222,7 @@ def fit(
     schedule: str = "constant",
     progress: bool | None = None,
     data_key: str | None = None,
+    warmup_epochs: float = 0.0,
 ) -> dict:
     """Train ``model``; return its history. It ends with its best validation weights.
 
@@ -236,6 +237,8 @@ def fit(
             unfinished run there resumes after its last finished epoch.
         schedule: "constant" learning rate, or "cosine" decay from ``lr`` to 0 over
             ``epochs`` (per step; early stopping may end training before the end).
+        warmup_epochs: the learning rate first rises linearly from 0 to ``lr`` over this
+            many epochs' steps, then follows ``schedule``; the cosine then decays over the rest.
         data_key: a fingerprint of inputs the loaders' sizes and vocabulary do not show (e.g.
             which frozen encoder made cached features); part of the checkpoint's configuration.
         progress: False hides the progress bar; None leaves it to tqdm
@@ -249,6 +252,8 @@ def fit(
         raise ValueError(f"epochs must be >= 1, got {epochs}")
     if schedule not in ("constant", "cosine"):
         raise ValueError(f"schedule must be 'constant' or 'cosine', got {schedule!r}")
+    if not 0 <= warmup_epochs < epochs:
+        raise ValueError(f"warmup_epochs must be in [0, epochs={epochs}), got {warmup_epochs}")
     if monitor not in ("accuracy", "f1", "loss"):
         raise ValueError(f"monitor must be 'accuracy', 'f1' or 'loss', got {monitor!r}")
     device = device or get_device()
@@ -262,6 +267,7 @@ def fit(
         patience=patience, monitor=monitor, num_classes=num_classes,
         max_grad_norm=max_grad_norm, schedule=schedule, autocast=str(autocast_dtype(device)),
         **({"data": data_key} if data_key is not None else {}),  # absent: older checkpoints stay valid
+        **({"warmup_epochs": warmup_epochs} if warmup_epochs else {}),
     )
     key = runs.config_key(config)
     if checkpoint is not None and retrain:
@@ -284,11 +290,18 @@ def fit(
     )
     optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=weight_decay)
     scheduler = None
-    if schedule == "cosine":
-        total = max(epochs * len(train_loader), 1)
-        scheduler = torch.optim.lr_scheduler.LambdaLR(
-            optimizer, lambda step: 0.5 * (1 + math.cos(math.pi * min(step, total) / total))
-        )
+    if schedule == "cosine" or warmup_epochs:
+        warm = int(warmup_epochs * len(train_loader))  # steps of linear warm-up
+        total = max(epochs * len(train_loader) - warm, 1)  # steps after it
+
+        def rate(step: int) -> float:  # multiplier of lr after ``step`` steps
+            if step < warm:
+                return (step + 1) / warm
+            if schedule == "constant":
+                return 1.0
+            return 0.5 * (1 + math.cos(math.pi * min(step - warm, total) / total))
+
+        scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, rate)
     scaler = torch.amp.GradScaler(
         device.type, enabled=autocast_dtype(device) == torch.float16
     )

@@ -283,9 +283,10 @@ def _run_vqa(ctx: RunContext, dataset: str, kind: str, overrides: dict | None = 
     generator = torch.Generator().manual_seed(ctx.seed)
     history = fit(model, VQADataset(train, vocab).loader(None, True, generator, training["images_per_batch"]),
                   VQADataset(val, vocab).loader(256, False), epochs=training["epochs"], lr=training["lr"],
-                  schedule=training["schedule"], device=ctx.device, patience=training["patience"],
-                  checkpoint=ctx.checkpoint, retrain=ctx.retrain, num_classes=len(train.answer_names),
-                  progress=ctx.progress, **options_fit)
+                  schedule=training["schedule"], warmup_epochs=training.get("warmup_epochs", 0),
+                  device=ctx.device, patience=training["patience"], checkpoint=ctx.checkpoint,
+                  retrain=ctx.retrain, num_classes=len(train.answer_names), progress=ctx.progress,
+                  **options_fit)
     scores = accuracy_by_type(model, test, vocab, device=ctx.device)
     if dataset == "features":
         scores.update(attention_mass(model, test, vocab) or {})  # share of the first step on the named object
@@ -332,14 +333,14 @@ def vqa_table(names: list[str]):
     per metric (overall, relational, by question type), "mean ± std" in percent over the seeds."""
     import pandas as pd
 
-    from attn_tutorial.results import load_records
+    from attn_tutorial.results import load_records, mean_std
 
     rows = []
     for name in names:
         for record in load_records(name):
             runs = pd.DataFrame([run["metrics"] for run in record["runs"]]).drop(columns="f1", errors="ignore")
-            cells = {column: f"{100 * runs[column].mean():.1f} ± {100 * runs[column].std(ddof=1):.1f}"
-                     if len(runs) > 1 else f"{100 * runs[column].mean():.1f}" for column in runs}
+            cells = {column: mean_std(100 * runs[column].mean(), 100 * runs[column].std(ddof=1), len(runs))
+                     for column in runs}
             rows.append({"experiment": name, "profile": record["profile"], "device": record["device"],
                          "seeds": len(runs), **{k.removeprefix("type_"): v for k, v in cells.items()}})
     return pd.DataFrame(rows).set_index(["experiment", "profile"]) if rows else pd.DataFrame()

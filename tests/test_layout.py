@@ -66,6 +66,28 @@ def chapter_figures(text: str) -> list[tuple[str, dict]]:
     return found
 
 
+# Chapters that build a source article's model (../shared/reference/SEEDS.md): each corrects it in
+# one box, "The article's version", after the mechanism is taught (after its second section).
+ARTICLE_CHAPTERS = ("01", "03", "04", "05", "06", "07", "08")
+ARTICLE_LEADS = ("What it does.", "What goes wrong.", "The fix.", "Measured.")
+
+
+def article_box_problems(name: str, text: str) -> list[str]:
+    boxes = list(re.finditer(r"^(:::+)\{admonition\} The article's version\n:class:[^\n]*\barticle\b(.*?)^\1\s*$",
+                             text, re.M | re.S))
+    if not name.startswith(ARTICLE_CHAPTERS):
+        return [f"{len(boxes)} article box(es) in a chapter without an article's model"] if boxes else []
+    if len(boxes) != 1:
+        return [f"{len(boxes)} \"The article's version\" boxes (:class: article), exactly one wanted"]
+    body, problems = boxes[0].group(2), []
+    positions = [body.find(f"**{lead}**") for lead in ARTICLE_LEADS]
+    if -1 in positions or positions != sorted(positions):
+        problems.append(f"the article box must say, in order: {', '.join(ARTICLE_LEADS)}")
+    if len(re.findall(r"^## ", text[:boxes[0].start()], re.M)) < 2:
+        problems.append("the article box comes before the mechanism is taught (before the second section)")
+    return problems
+
+
 def layout_problems(name: str, text: str) -> list[str]:
     """What a theory page lacks; empty when it has everything a chapter of the book must have."""
     problems = []
@@ -93,6 +115,7 @@ def layout_problems(name: str, text: str) -> list[str]:
             problems.append(f"figure {path} is not drawn by book/figures (../book/figures/<name>.svg)")
         elif not (ROOT / "chapters" / path).resolve().is_file():
             problems.append(f"figure {path} does not exist (run python tools/figures.py)")
+    problems += article_box_problems(name, text)
     words = len(text.split())
     if words > WORD_BUDGET:
         problems.append(f"{words} words, over the budget of {WORD_BUDGET}")
@@ -181,3 +204,33 @@ def test_notation_page_is_linked_from_every_chapter():
     assert (ROOT / "book" / "notation.md").is_file()
     for path in sorted((ROOT / "chapters").glob("*.md")):
         assert "book/notation" in path.read_text(), f"{path.name} does not link to book/notation"
+
+
+# --- one rounding rule for "mean ± std" everywhere (attn_tutorial.results.decimals_for) -----------
+MEAN_STD_RE = re.compile(r"(?<![\d.])(\d[\d,]*)(?:\.(\d+))? ± (\d+)(?:\.(\d+))?(?![\d.])")
+
+
+def rounding_problems(text: str) -> list[str]:
+    """Every "mean ± std" whose decimals break the book's rule: the std keeps two significant
+    digits, at least one decimal and at most two, and the mean the same decimals."""
+    from attn_tutorial.results import decimals_for
+
+    problems = []
+    for m in MEAN_STD_RE.finditer(text):
+        std = float(m.group(3) + "." + (m.group(4) or "0"))
+        want = decimals_for(std)
+        if len(m.group(2) or "") != want or len(m.group(4) or "") != want:
+            problems.append(f"{m.group(0)!r} should have {want} decimal(s)")
+    return problems
+
+
+def test_every_mean_and_std_follows_one_rounding_rule():
+    pages = sorted((ROOT / "chapters").glob("*.md")) + sorted((ROOT / "notebooks").glob("*.md")) \
+        + sorted((ROOT / "book").glob("*.md"))
+    problems = {p.relative_to(ROOT).as_posix(): found for p in pages if (found := rounding_problems(p.read_text()))}
+    assert not problems, "\n".join(f"{name}: {'; '.join(p)}" for name, p in problems.items())
+
+
+def test_the_rounding_check_bites():
+    assert rounding_problems("87.87 ± 0.53, 74.7 ± 3.2, 92.3 ± 13.2, 14.04 ± 0.08, 100.0 ± 0.0") == []
+    assert len(rounding_problems("87.9 ± 0.5 and 74.70 ± 3.20 and 45 ± 9")) == 3
