@@ -22,7 +22,8 @@ BUDGET_S = {"bf16": 100.0, "fp16": 60.0}
 # Experiments whose code the sweep already runs elsewhere, so that it stays short: a
 # change of settings only (epochs, a flag), or a model dry-run from pixels whose feature path
 # (chapter 5's cached features and RegionProjection) ch05_san_features runs.
-COVERED_BY = {"ch09_san_features_long": ("ch05_san_features",),
+COVERED_BY = {**{f"ch09_{model}_features_short": (f"{chapter}_{model}_relational", "ch05_san_features")  # settings only
+                 for chapter, model in (("ch05", "san"), ("ch07", "coatt"), ("ch07", "hiecoatt"), ("ch08", "ban"))},
               "ch09_transformer_noself_features": ("ch09_transformer_features",),
               **{f"{model}_features": (f"{model}_relational", "ch05_san_features")
                  for model in ("ch05_none", "ch07_coatt", "ch07_hiecoatt", "ch08_ban")},
