@@ -91,7 +91,7 @@ def tour_model():
     grid = fig.add_gridspec(1, 3, width_ratios=[2.0, 2.6, 0.55], wspace=0.22)
     ax = fig.add_subplot(grid[0])
     ax.axis("off")
-    ax.set_title(r"n-gram $\gamma$ → bucket $\beta$", fontsize=10)
+    ax.set_title(r"n-gram $\zeta$ → bucket $\beta$", fontsize=10)
     for r, gs in enumerate(grams):
         x0 = 0.0 if r == 0 else 0.5
         ax.text(x0, 0.98, f"review {r + 1}", fontsize=9, weight="bold", transform=ax.transAxes, va="top")
@@ -138,11 +138,15 @@ def results_bow():
         axes[1].plot(epochs, acc, "o-", color=colour, label=f"seed {run['seed']}")
         best = run["extra"]["best_epoch"]
         axes[1].plot([best], [acc[best - 1]], marker="*", markersize=13, color=colour, zorder=3)
+    from attn_tutorial.results import mean_std
+
     mean, std = (100 * rec["summary"]["accuracy"][k] for k in ("mean", "std"))
-    axes[1].axhspan(mean - std, mean + std, color=GREY, alpha=0.3, lw=0)
+    test = [100 * run["metrics"]["accuracy"] for run in rec["runs"]]
+    for k, value in enumerate(test):  # each seed's test accuracy, right of its curve
+        axes[1].plot([epochs[-1] + 0.35], [value], marker="D", markersize=5, color=PALETTE[k], zorder=3)
     axes[1].axhline(mean, color=GREY, lw=1)
-    axes[1].text(1.0, mean + std + 0.05, f"test accuracy {mean:.2f} ± {std:.2f} % (mean ± std)", fontsize=8.5,
-                 va="bottom", color="black")
+    axes[1].text(1.0, mean + 0.05, f"test accuracy: ◆ per seed, line at the mean {mean_std(mean, std)} %",
+                 fontsize=8.5, va="bottom", color="black")
     axes[0].set(xlabel="epoch", ylabel="cross-entropy", title="loss: train (solid), validation (dashed)")
     axes[1].set(xlabel="epoch", ylabel="accuracy (%)", title="validation accuracy (★ = kept epoch)")
     for ax in axes:

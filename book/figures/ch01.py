@@ -6,7 +6,8 @@ import torch
 from matplotlib.colors import Normalize
 from torch import nn
 
-from _common import BLUE, GREEN, ORANGE, PAD_COLOUR, PALETTE, arrow, diagram_axes, figure, record
+from _common import (BLUE, DOT_COLOUR, ORANGE, PAD_COLOUR, PALETTE, arrow, diagram_axes, figure, model_colour,
+                     record, seed_dots, seeds)
 
 from attn_tutorial.rnn import BiLSTMEncoder, masked_max, masked_mean
 from attn_tutorial.text import Vocab, encode_texts, pad_batch, tokenize
@@ -151,26 +152,31 @@ def pooling():
 
 @figure("ch01_results_imdb")
 def results_imdb():
-    """Test accuracy of the chapter's models and of chapter 0's tiny model, mean ± std over seeds."""
-    models = [("ch01_nblr", "NB-weighted logistic regression"), ("ch00_bow", "hashed bag of n-grams (ch. 0)"),
-              ("ch01_bilstm", "BiLSTM + masked mean/max pooling")]
-    fig, ax = plt.subplots(figsize=(7.5, 2.2))
-    for k, (name, label) in enumerate(models):
-        rec = record(name)
-        for j, key in enumerate(("accuracy", "f1")):
-            s = rec["summary"][key]
-            mean, std = 100 * s["mean"], 100 * s["std"]
-            y = len(models) - 1 - k + (0.12 if j == 0 else -0.12)
-            ax.errorbar(mean, y, xerr=std, fmt="o" if j == 0 else "s", color=PALETTE[j], capsize=3,
-                        label=("accuracy" if j == 0 else "F1") if k == 0 else None)
-            ax.text(mean + 0.15, y, f"{mean:.2f} ± {std:.2f}", va="center", fontsize=8)
-    ax.set_yticks(range(len(models)), [label for _, label in reversed(models)])
-    ax.set_xlim(87.4, 92.4)
+    """Test accuracy and F1 of the chapter's models and of chapter 0's tiny model: a dot per seed, a
+    line at the mean."""
+    from matplotlib.lines import Line2D
+
+    models = [("ch01_nblr", "nblr", "NB-weighted logistic regression"),
+              ("ch00_bow", "bow", "hashed bag of n-grams (ch. 0)"),
+              ("ch01_bilstm", "bilstm", "BiLSTM + masked mean/max pooling")]
+    metrics = (("accuracy", "o", "accuracy"), ("f1", "s", "F1"))
+    values = {(name, key): seeds(name, key) for name, _, _ in models for key, _, _ in metrics}
+    fig, ax = plt.subplots(figsize=(7.5, 2.4))
+    low, high = min(map(min, values.values())), max(map(max, values.values()))
+    ax.set_xlim(low - 0.6, high + 1.4)  # a dot plot: positions, not lengths, so the axis need not start at 0
     ax.set_ylim(-0.5, len(models) - 0.5)
-    ax.set_xlabel("IMDB test split (%), mean ± sample std")
+    for k, (name, model, _) in enumerate(models):
+        for j, (key, marker, _) in enumerate(metrics):
+            v = values[name, key]
+            y = len(models) - 1 - k + (0.15 if j == 0 else -0.15)
+            seed_dots(ax, y, v, model_colour(model), width=0.22, horizontal=True, marker=marker, size=22)
+            ax.text(max(v) + 0.12, y, f"{np.mean(v):.2f} ± {np.std(v, ddof=1):.2f}", va="center", fontsize=8)
+    ax.set_yticks(range(len(models)), [label for _, _, label in reversed(models)])
+    ax.set_xlabel("IMDB test split (%): a dot per seed, a line at the mean; mean ± sample std written")
     rec = record("ch01_bilstm")
     device = rec["device"].split(" (")[0].upper()  # the kind of device; threads and CPU model are in the record
     ax.set_title(f"{rec['profile']} profile, {device}, {len(rec['seeds'])} seeds each", fontsize=10)
-    ax.legend(frameon=False, fontsize=8.5, loc="lower right")
+    ax.legend(handles=[Line2D([], [], linestyle="none", marker=marker, color=DOT_COLOUR, label=label)
+                       for _, marker, label in metrics], frameon=False, fontsize=8.5, loc="lower right")
     ax.grid(axis="x", alpha=0.3)
     return fig

@@ -7,7 +7,8 @@ import torch
 import matplotlib.pyplot as plt
 from matplotlib.colors import TwoSlopeNorm
 
-from _common import BLUE, GREEN, GREY, ORANGE, PAD_COLOUR, RED, figure, heatmap, record
+from _common import (BLUE, GREEN, GREY, ORANGE, PAD_COLOUR, RED, figure, heatmap, model_colour, record, seed_dots,
+                     seeds)
 
 from attn_tutorial.attention import ScaledDotScore, attend, masked_softmax
 
@@ -108,22 +109,31 @@ def score_functions_figure():
 
 @figure("ch02_scaling")
 def scaling_figure():
-    """Dot-product scores of random vectors with and without 1/sqrt(D), and the softmax they give."""
+    """Dot-product scores of random vectors with and without 1/sqrt(D) (each histogram on its own bins and
+    axis, so that both shapes show), and the largest softmax weight they give."""
     g = torch.Generator().manual_seed(0)
     T, trials = 100, 200
-    fig, axes = plt.subplots(1, 2, figsize=(9.0, 3.0), gridspec_kw={"wspace": 0.3})
+    fig, axes = plt.subplots(1, 3, figsize=(10.0, 3.0), gridspec_kw={"wspace": 0.35, "width_ratios": [1, 1, 1.35]})
 
     D = 256
     q, k = torch.randn(trials, 1, D, generator=g), torch.randn(trials, T, D, generator=g)
     raw = (q @ k.transpose(1, 2)).flatten()
-    bins = np.linspace(-60, 60, 61)
-    axes[0].hist(raw.numpy(), bins=bins, color=RED, alpha=0.7, label=rf"$\mathbf{{q}}\mathbf{{k}}^\top$ (std {raw.std():.1f})")
     scaled = raw / math.sqrt(D)
-    axes[0].hist(scaled.numpy(), bins=bins, color=BLUE, alpha=0.7,
-                 label=rf"$\mathbf{{q}}\mathbf{{k}}^\top/\sqrt{{D}}$ (std {scaled.std():.2f})")
-    axes[0].set(xlabel="score", ylabel="count", ylim=(0, 1.45 * axes[0].get_ylim()[1]),
-                title=f"scores of random vectors, $D = {D}$")
-    axes[0].legend(fontsize=8, frameon=False, loc="upper left")
+    for ax, scores, colour, name, spread in ((axes[0], raw, RED, r"$\mathbf{q}\mathbf{k}^\top$", math.sqrt(D)),
+                                            (axes[1], scaled, BLUE, r"$\mathbf{q}\mathbf{k}^\top/\sqrt{D}$", 1.0)):
+        edge = 4 * spread  # each histogram on its own 40 bins over +-4 of its expected std
+        ax.hist(scores.numpy(), bins=np.linspace(-edge, edge, 41), density=True, color=colour, alpha=0.7)
+        grid = np.linspace(-edge, edge, 200)
+        ax.plot(grid, np.exp(-grid ** 2 / (2 * spread ** 2)) / (spread * math.sqrt(2 * math.pi)), color="black",
+                linewidth=0.9)
+        ax.set(xlim=(-edge, edge), xlabel="score", title=f"{name}: std {scores.std():.{1 if spread > 1 else 2}f}")
+        ax.set_yticks([])
+    axes[0].axvspan(-4, 4, color=BLUE, alpha=0.25, linewidth=0)
+    axes[0].annotate("the whole range\nof the right panel", xy=(4, 0.6 * axes[0].get_ylim()[1]), xytext=(18, 0.75 * axes[0].get_ylim()[1]),
+                     fontsize=7.5, arrowprops=dict(arrowstyle="->", linewidth=0.7), va="center")
+    axes[0].set_ylabel("density")
+    fig.text(0.33, 1.04, f"scores of random vectors, $D = {D}$ (line: normal density of the expected std)",
+             ha="center", fontsize=10)
 
     widths = [4, 16, 64, 256, 1024]
     largest = {"unscaled": [], "scaled": []}
@@ -132,15 +142,15 @@ def scaling_figure():
         raw = (q @ k.transpose(1, 2)).squeeze(1)
         largest["unscaled"].append(torch.softmax(raw, -1).max(-1).values.mean().item())
         largest["scaled"].append(torch.softmax(raw / math.sqrt(D), -1).max(-1).values.mean().item())
-    axes[1].plot(widths, largest["unscaled"], "o-", color=RED, label="unscaled")
-    axes[1].plot(widths, largest["scaled"], "s-", color=BLUE, label=r"scaled by $1/\sqrt{D}$")
-    axes[1].axhline(1 / T, color=GREY, linestyle=":", linewidth=1)
-    axes[1].text(widths[-1], 1 / T + 0.12, f"uniform weights: 1/{T}", fontsize=8, color="#555555", ha="right")
-    axes[1].set(xscale="log", ylim=(0, 1.05), xlabel="width $D$",
+    axes[2].plot(widths, largest["unscaled"], "o-", color=RED, label="unscaled")
+    axes[2].plot(widths, largest["scaled"], "s-", color=BLUE, label=r"scaled by $1/\sqrt{D}$")
+    axes[2].axhline(1 / T, color=GREY, linestyle=":", linewidth=1)
+    axes[2].text(widths[-1], 1 / T + 0.12, f"uniform weights: 1/{T}", fontsize=8, color="#555555", ha="right")
+    axes[2].set(xscale="log", ylim=(0, 1.05), xlabel="width $D$",
                 ylabel="largest weight", title=f"softmax over {T} keys (mean of {trials})")
-    axes[1].set_xticks(widths, [str(w) for w in widths])
-    axes[1].minorticks_off()
-    axes[1].legend(fontsize=8, frameon=False, loc="center right")
+    axes[2].set_xticks(widths, [str(w) for w in widths])
+    axes[2].minorticks_off()
+    axes[2].legend(fontsize=8, frameon=False, loc="center right")
     return fig
 
 
@@ -217,40 +227,52 @@ def hops_figure():
     return fig
 
 
-RESULTS = [  # (record, label, colour)
-    ("ch01_bilstm", "mean + max\n(chapter 1)", GREY),
-    ("ch02_attnpool", "attention\npooling", BLUE),
-    ("ch02_selfattentive_p01", "4 hops,\npenalty 0.1", GREEN),
-    ("ch02_selfattentive", "4 hops,\npenalty 1.0", ORANGE),
+RESULTS = [  # (record, model, label, marker): the two structured self-attention runs differ in the penalty only
+    ("ch01_bilstm", "bilstm", "mean + max\n(chapter 1)", "o"),
+    ("ch02_attnpool", "attnpool", "attention\npooling", "o"),
+    ("ch02_selfattentive_p01", "selfattentive", "4 hops,\npenalty 0.1", "o"),
+    ("ch02_selfattentive", "selfattentive", "4 hops,\npenalty 1.0", "^"),
 ]
+BASELINES = [("ch01_nblr", "nblr", "NB-weighted logistic regression (chapter 1)"),
+             ("ch00_bow", "bow", "hashed bag of n-grams (chapter 0)")]
 
 
 @figure("ch02_results_imdb")
 def results_figure():
-    """Test accuracy of the pooling variants (same BiLSTM), and their validation accuracy per epoch."""
-    fig, axes = plt.subplots(1, 2, figsize=(9.4, 3.4), gridspec_kw={"width_ratios": [1.15, 1.0], "wspace": 0.3})
+    """Test accuracy of the pooling variants (same BiLSTM) against chapter 0's and chapter 1's
+    baselines, a dot per seed; and their validation accuracy per epoch, a thin line per seed."""
+    fig, axes = plt.subplots(1, 2, figsize=(9.4, 3.6), gridspec_kw={"width_ratios": [1.15, 1.0], "wspace": 0.3})
     ax = axes[0]
-    for i, (name, label, colour) in enumerate(RESULTS):
-        s = record(name)["summary"]["accuracy"]
-        mean, std = 100 * s["mean"], 100 * s["std"]
-        ax.bar(i, mean, yerr=std, color=colour, capsize=4, width=0.65)
-        ax.text(i, mean + std + 0.4, f"{mean:.1f}", ha="center", fontsize=8.5)
-    ax.set_xticks(range(len(RESULTS)), [label for _, label, _ in RESULTS], fontsize=8.5)
-    linear = 100 * record("ch01_nblr")["summary"]["accuracy"]["mean"]
-    ax.axhline(linear, color="black", linestyle="--", linewidth=0.9)
-    ax.text(len(RESULTS) - 0.6, linear + 0.35, f"NB-weighted logistic regression (chapter 1): {linear:.1f}",
-            ha="right", fontsize=8)
-    ax.set(ylim=(70, 93), ylabel="test accuracy (%)", title="IMDB test accuracy (mean ± std)")
+    values = [seeds(name, "accuracy") for name, _, _, _ in RESULTS]
+    baselines = [(model, label, float(np.mean(seeds(name, "accuracy")))) for name, model, label in BASELINES]
+    # Dots and mean marks, no bars: a position, not a length, carries the accuracy, so an axis that
+    # starts above 0 (at the lowest seed, to show the spread of penalty 1.0) exaggerates nothing.
+    low = 5 * math.floor((min(map(min, values)) - 1) / 5)
+    high = max(mean for _, _, mean in baselines) + 1.5
+    ax.set_ylim(low, high)
+    for i, ((name, model, label, marker), v) in enumerate(zip(RESULTS, values)):
+        seed_dots(ax, i, v, model_colour(model), width=0.4, marker=marker, size=26)
+        ax.text(i + 0.24, np.mean(v), f"{np.mean(v):.1f}", va="center", fontsize=8.5)
+    for model, label, mean in baselines:
+        ax.axhline(mean, color=model_colour(model), linestyle="--", linewidth=1.0, zorder=1)
+        ax.text(len(RESULTS) - 0.55, mean + 0.25, f"{label}: {mean:.2f}", ha="right", va="bottom", fontsize=7.5)
+    ax.set_xticks(range(len(RESULTS)), [label for _, _, label, _ in RESULTS], fontsize=8.5)
+    ax.set_xlim(-0.5, len(RESULTS) - 0.5)
+    ax.set(ylabel="test accuracy (%)", title="IMDB test accuracy (a dot per seed, line: mean)")
 
     ax = axes[1]
-    for name, label, colour in RESULTS[1:]:
-        runs = record(name)["runs"]
-        curves = np.array([[100 * e["val_accuracy"] for e in r["extra"]["history"]] for r in runs])
-        epochs = np.arange(1, curves.shape[1] + 1)
-        mean, std = curves.mean(0), curves.std(0, ddof=1)
-        ax.plot(epochs, mean, "o-", color=colour, label=label.replace("\n", " ").replace(", ", ", "))
-        ax.fill_between(epochs, mean - std, mean + std, color=colour, alpha=0.2, linewidth=0)
-    ax.set(xlabel="epoch", ylabel="validation accuracy (%)", ylim=(65, 93), title="validation accuracy per epoch")
+    curves = {}
+    for name, model, label, marker in RESULTS[1:]:
+        curves[name] = np.array([[100 * e["val_accuracy"] for e in r["extra"]["history"]] for r in record(name)["runs"]])
+    ax.set_ylim(5 * math.floor((min(c.min() for c in curves.values()) - 1) / 5), high)
+    for name, model, label, marker in RESULTS[1:]:
+        epochs = np.arange(1, curves[name].shape[1] + 1)
+        style = "--" if marker == "^" else "-"
+        for run in curves[name]:  # every seed
+            ax.plot(epochs, run, style, color=model_colour(model), linewidth=0.7, alpha=0.6)
+        ax.plot(epochs, curves[name].mean(0), style, marker=marker, color=model_colour(model), linewidth=1.8,
+                label=label.replace("\n", " "))
+    ax.set(xlabel="epoch", ylabel="validation accuracy (%)", title="validation accuracy per epoch (thin: each seed)")
     ax.set_xticks(epochs)
     ax.legend(fontsize=8, frameon=False, loc="lower right")
     return fig

@@ -1,10 +1,13 @@
 """Figures of chapter 3: multi-head self-attention."""
 
+import math
+
 import matplotlib.pyplot as plt
+import numpy as np
 import torch
 
-from _common import (BLUE, GREEN, GREY, ORANGE, PAD_COLOUR, PURPLE, RED, arrow, figure, heatmap, metric,
-                     record)
+from _common import (BLUE, GREEN, ORANGE, PURPLE, arrow, figure, heatmap, model_colour, model_label, record,
+                     seed_dots, seeds)
 
 from attn_tutorial.mhsa import (MultiHeadSelfAttention, causal_mask, explicit_attention, merge_heads,
                                 sinusoidal_positions, split_heads)
@@ -107,31 +110,35 @@ def positions_figure():
     return fig
 
 
-PART_ONE = [
-    ("ch01_nblr", "NB-weighted logistic regression (ch. 1)"),
-    ("ch00_bow", "hashed bag of n-grams (ch. 0)"),
-    ("ch02_attnpool", "BiLSTM + attention pooling (ch. 2)"),
-    ("ch03_mhsa", "BiLSTM + MHSA + masked mean (this chapter)"),
-    ("ch02_selfattentive_p01", "BiLSTM + structured self-attention (ch. 2)"),
-    ("ch01_bilstm", "BiLSTM + masked mean and max (ch. 1)"),
+PART_ONE = [  # (record, model, label)
+    ("ch01_nblr", "nblr", "NB-weighted logistic regression (ch. 1)"),
+    ("ch00_bow", "bow", "hashed bag of n-grams (ch. 0)"),
+    ("ch02_attnpool", "attnpool", "BiLSTM + attention pooling (ch. 2)"),
+    ("ch03_mhsa", "mhsa", "BiLSTM + MHSA + masked mean (this chapter)"),
+    ("ch02_selfattentive_p01", "selfattentive", "BiLSTM + structured self-attention (ch. 2)"),
+    ("ch01_bilstm", "bilstm", "BiLSTM + masked mean and max (ch. 1)"),
 ]
 
 
 @figure("ch03_results_accuracy")
 def results_accuracy_figure():
-    """Test accuracy of the Part I models (cpu profile), mean and sample std over seeds."""
+    """Test accuracy of the Part I models (cpu profile): a dot per seed, a line at the mean."""
     fig, ax = plt.subplots(figsize=(8.0, 3.0))
-    names = [label for _, label in PART_ONE][::-1]
-    stats = [metric(name, "accuracy") for name, _ in PART_ONE][::-1]
-    colours = [RED if label.endswith("(this chapter)") else (GREY if "BiLSTM" not in label else BLUE)
-               for label in names]
-    ax.barh(range(len(names)), [m - 85 for m, _, _ in stats], left=85, xerr=[s for _, s, _ in stats],
-            color=colours, capsize=3)
-    for i, (m, s, n) in enumerate(stats):
-        ax.text(m + s + 0.1, i, f"{m:.2f} ± {s:.2f} ({n} seeds)", va="center", fontsize=8)
-    ax.set_yticks(range(len(names)), names, fontsize=9)
-    ax.set_xlim(85, 93)
-    ax.set_xlabel("IMDB test accuracy (%)")
+    rows = PART_ONE[::-1]
+    values = [seeds(name, "accuracy") for name, _, _ in rows]
+    # Dots, not bars: a position carries the accuracy, so an axis that does not start at 0 exaggerates nothing.
+    ax.set_xlim(math.floor(min(map(min, values)) - 0.5), math.ceil(max(map(max, values)) + 1.5))
+    ax.set_ylim(-0.5, len(rows) - 0.5)
+    for i, ((name, model, _), v) in enumerate(zip(rows, values)):
+        seed_dots(ax, i, v, model_colour(model), width=0.45, horizontal=True, size=24)
+        ax.text(max(v) + 0.12, i, f"{np.mean(v):.2f} ± {np.std(v, ddof=1):.2f} ({len(v)} seeds)", va="center",
+                fontsize=8)
+    ax.set_yticks(range(len(rows)), [label for _, _, label in rows], fontsize=9)
+    for tick, (_, _, label) in zip(ax.get_yticklabels(), rows):
+        if label.endswith("(this chapter)"):
+            tick.set_fontweight("bold")
+    ax.grid(axis="x", alpha=0.3)
+    ax.set_xlabel("IMDB test accuracy (%): a dot per seed, a line at the mean")
     fig.tight_layout()
     return fig
 
@@ -141,8 +148,9 @@ def results_memory_figure():
     """Peak memory of one forward pass against the length, per attention path, and the formula."""
     runs = record("ch03_memory")["runs"][0]["extra"]["forward"]
     fig, ax = plt.subplots(figsize=(7.0, 3.3))
-    paths = [("explicit", "explicit (weights in memory)", RED), ("chunked", "query chunks of 128", ORANGE),
-             ("local", "local blocks of 128", GREEN), ("sdpa", "fused (SDPA)", BLUE)]
+    paths = [("explicit", model_label("explicit"), model_colour("explicit")),
+             ("chunked", "query chunks of 128", model_colour("chunked")),
+             ("local", "local blocks of 128", model_colour("local")), ("sdpa", "fused (SDPA)", model_colour("exact"))]
     for kind, label, colour in paths:
         rows = sorted((r for r in runs if r["kind"] == kind), key=lambda r: r["length"])
         ax.plot([r["length"] for r in rows], [r["peak MB"] for r in rows], marker="o", color=colour, label=label)

@@ -1,10 +1,12 @@
 """Figures of chapter 4: difference-sequence attention and differential attention."""
 
+import math
+
 import matplotlib.pyplot as plt
 import numpy as np
 import torch
 
-from _common import BLUE, GREY, ORANGE, PAD_COLOUR, RED, figure, heatmap, metric, record
+from _common import BLUE, GREY, ORANGE, PAD_COLOUR, RED, figure, heatmap, model_colour, record, seed_dots, seeds
 
 from attn_tutorial.attention import masked_softmax
 from attn_tutorial.differential import first_difference, lambda_init
@@ -128,24 +130,27 @@ def lambda_init_figure():
 
 @figure("ch04_results_imdb")
 def results_imdb_figure():
-    """IMDB test accuracy of the three classifiers, and the time of DIFF relative to MHSA."""
+    """IMDB test accuracy of the three classifiers (a dot per seed), and the time of DIFF relative to MHSA."""
     fig, (ax, bx) = plt.subplots(1, 2, figsize=(9.4, 2.9), gridspec_kw={"width_ratios": [1, 1.35]})
-    names = [("ch03_mhsa", "MHSA\n(4 heads)", BLUE), ("ch04_difference", "difference-\nsequence", ORANGE),
-             ("ch04_diff", "DIFF\n(2 heads)", "#009E73")]
-    for i, (name, label, colour) in enumerate(names):
-        mean, std, n = metric(name, "accuracy")
-        ax.bar(i, mean, yerr=std, color=colour, capsize=4, width=0.6)
-        ax.text(i, mean + std + 0.05, f"{mean:.2f}", ha="center", va="bottom", fontsize=8)
-    ax.set_xticks(range(3), [label for _, label, _ in names])
-    ax.set_ylim(87, 89.8)
+    names = [("ch03_mhsa", "mhsa", "MHSA\n(4 heads)"), ("ch04_difference", "difference", "difference-\nsequence"),
+             ("ch04_diff", "diff", "DIFF\n(2 heads)")]
+    values = [seeds(name, "accuracy") for name, _, _ in names]
+    # Dots, not bars: a position carries the accuracy, so an axis that does not start at 0 exaggerates nothing.
+    ax.set_ylim(math.floor(2 * min(map(min, values)) - 0.5) / 2, math.ceil(2 * max(map(max, values)) + 0.5) / 2)
+    for i, ((name, model, _), v) in enumerate(zip(names, values)):
+        seed_dots(ax, i, v, model_colour(model), width=0.4, size=24)
+        ax.text(i + 0.24, np.mean(v), f"{np.mean(v):.2f}", va="center", fontsize=8)
+    ax.set_xticks(range(3), [label for _, _, label in names])
+    ax.set_xlim(-0.5, 2.6)
     ax.set_ylabel("test accuracy (%)")
-    ax.set_title(f"IMDB, BiLSTM + ... ({n} seeds, ± std)", fontsize=10)
+    ax.set_title("IMDB, BiLSTM + ... (a dot per seed, line: mean)", fontsize=10)
     cost = record("ch04_cost")["summary"]
     step = record("ch04_step_time")["summary"]
-    bars = [("DIFF layer, fused path", cost["ratio_diff_sdpa"]["mean"], "#009E73"),
-            ("DIFF layer, explicit path", cost["ratio_diff_explicit"]["mean"], "#009E73"),
-            ("DIFF classifier, one step", step["ratio_diff"]["mean"], "#009E73"),
-            ("difference-seq. classifier, one step", step["ratio_difference"]["mean"], ORANGE)]
+    diff, difference = model_colour("diff"), model_colour("difference")
+    bars = [("DIFF layer, fused path", cost["ratio_diff_sdpa"]["mean"], diff),
+            ("DIFF layer, explicit path", cost["ratio_diff_explicit"]["mean"], diff),
+            ("DIFF classifier, one step", step["ratio_diff"]["mean"], diff),
+            ("difference-seq. classifier, one step", step["ratio_difference"]["mean"], difference)]
     for i, (label, ratio, colour) in enumerate(bars):
         bx.barh(i, ratio, color=colour, height=0.6, alpha=1.0 if "classifier" in label else 0.6)
         bx.text(ratio + 0.03, i, f"{ratio:.2f}×", va="center", fontsize=8)
@@ -161,25 +166,33 @@ def results_imdb_figure():
 
 @figure("ch04_results_retrieval")
 def results_retrieval_figure():
-    """Retrieval among distractors: accuracy and target share of |weight| against length."""
-    lengths = record("ch04_retrieval")["runs"][0]["extra"]["lengths"]
+    """Retrieval among distractors: accuracy and target share of |weight| against length, a dot per seed."""
+    rec = record("ch04_retrieval")
+    lengths = rec["runs"][0]["extra"]["lengths"]
     fig, axes = plt.subplots(1, 2, figsize=(9.0, 2.8))
-    for kind, label, colour, shift in (("mhsa", "MHSA (4 heads)", BLUE, 0.97), ("diff", "DIFF (2 heads)", "#009E73", 1.03)):
-        for ax, key, percent in ((axes[0], "accuracy", True), (axes[1], "target_mass", False)):
-            stats = [metric("ch04_retrieval", f"{key}_{kind}_T{t}", percent=percent) for t in lengths]
-            ax.errorbar([t * shift for t in lengths], [s[0] for s in stats], yerr=[s[1] for s in stats],
-                        marker="o", markersize=4, capsize=3, color=colour, label=label)
-    for ax in axes:
+    kinds = (("mhsa", "mhsa", "MHSA (4 heads)", 0.95), ("diff", "diff", "DIFF (2 heads)", 1.05))
+    for ax, key, percent in ((axes[0], "accuracy", True), (axes[1], "target_mass", False)):
+        values = {kind: [seeds("ch04_retrieval", f"{key}_{kind}_T{t}", percent=percent) for t in lengths]
+                  for kind, *_ in kinds}
         ax.set_xscale("log", base=2)
+        top = 100 if percent else 1
+        low = min(min(map(min, v)) for v in values.values())
+        ax.set_ylim(max(0, low - 0.08 * top), top * 1.02 if percent else 0.8)
+        for kind, model, label, shift in kinds:
+            colour = model_colour(model)
+            xs = [t * shift for t in lengths]
+            ax.plot(xs, [np.mean(v) for v in values[kind]], color=colour, linewidth=1.2, marker="_", markersize=12,
+                    markeredgewidth=2.0, label=label)  # the line joins the means
+            for x, v in zip(xs, values[kind]):
+                seed_dots(ax, x, v, colour, width=0.12 * x, mean=False, size=14)
+    for ax in axes:
         ax.set_xticks(lengths, [str(t) for t in lengths])
         ax.minorticks_off()
         ax.set_xlabel("pairs $T$")
     axes[0].set_ylabel("accuracy (%)")
     axes[1].set_ylabel("target mass (share of |weight|)")
-    axes[1].set_ylim(0, 0.8)
     axes[0].legend(fontsize=8, frameon=False, loc="lower left")
-    axes[0].set_title("retrieval accuracy (± std over 3 seeds)", fontsize=10)
+    axes[0].set_title(f"retrieval accuracy (a dot per seed, {len(rec['seeds'])} seeds)", fontsize=10)
     axes[1].set_title("attention on the correct pair", fontsize=10)
     fig.tight_layout()
     return fig
-

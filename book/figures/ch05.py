@@ -4,7 +4,7 @@ import numpy as np
 import torch
 import matplotlib.pyplot as plt
 
-from _common import BLUE, GREEN, GREY, ORANGE, figure, metric
+from _common import BLUE, GREY, ORANGE, figure, grouped_bars, model_colour, model_label
 
 from attn_tutorial.vqa_data import COLOURS, SHAPES, Scene, render_scene
 from attn_tutorial.vqa_models import StackedAttention
@@ -134,44 +134,22 @@ def san_hops():
     return fig
 
 
-RESULTS = [("ch05_none_relational", "no attention, from pixels", GREY),
-           ("ch05_san_relational", "SAN, from pixels", ORANGE),
-           ("ch05_none_features", "no attention, on features", GREEN),
-           ("ch05_san_features", "SAN, on features", BLUE)]
+RESULTS = [("ch05_none_relational", f"{model_label('none')}, from pixels", model_colour("none"), True),
+           ("ch05_san_relational", "SAN, from pixels", model_colour("san"), True),
+           ("ch05_none_features", f"{model_label('none')}, on features", model_colour("none"), False),
+           ("ch05_san_features", "SAN, on features", model_colour("san"), False)]
 TYPES = [("non_relational", "non-relational"), ("type_shape", "shape"), ("type_horizontal", "left/right"),
          ("type_vertical", "top/bottom"), ("relational", "relational"), ("type_closest", "closest"),
          ("type_furthest", "furthest"), ("type_count", "count")]
 
 
-def _object_blind_floors() -> dict:
-    """The object-blind floor of each question type on the ``cpu`` test scenes, computed with the
-    package as the notebook does: {"type_shape": 0.66, ...}."""
-    from attn_tutorial.vqa_data import object_blind_accuracy, relational_split
-
-    return {f"type_{t}": v for t, v in object_blind_accuracy(relational_split("cpu", "test")).items()}
-
-
 @figure("ch05_results_features")
 def results_features():
-    """Test accuracy per question type, four models, mean and sample std over seeds; a black line
-    marks each type's object-blind floor."""
-    floors = _object_blind_floors()
-    fig, ax = plt.subplots(figsize=(9.0, 3.6))
-    x = np.arange(len(TYPES))
-    width = 0.2
-    for k, (name, label, colour) in enumerate(RESULTS):
-        stats = [metric(name, key) for key, _ in TYPES]
-        ax.bar(x + (k - 1.5) * width, [m for m, _, _ in stats], width, yerr=[s for _, s, _ in stats],
-               color=colour, label=label, capsize=2, error_kw={"linewidth": 0.8})
-    for j, (key, _) in enumerate(TYPES):
-        if key in floors:
-            ax.hlines(100 * floors[key], j - 0.45, j + 0.45, color="black", linewidth=1.6,
-                      label="object-blind floor" if key == "type_shape" else None)
-    ax.set_xticks(x, [label for _, label in TYPES])
+    """Test accuracy per question type, four models, a dot per seed on a bar at their mean; black
+    marks at each type's object-blind floor (solid) and majority answer (dotted)."""
+    fig, ax = plt.subplots(figsize=(9.0, 3.8))
+    grouped_bars(ax, RESULTS, TYPES)
     ax.axvline(3.5, color="black", linewidth=0.5, linestyle=":")
-    ax.set_ylabel("test accuracy (%)")
-    ax.set_ylim(0, 112)
-    ax.set_yticks(range(0, 101, 20))
-    ax.legend(fontsize=8, ncol=5, loc="upper center", bbox_to_anchor=(0.5, -0.1), frameon=False)
+    ax.legend(fontsize=8, ncol=3, loc="upper center", bbox_to_anchor=(0.5, -0.1), frameon=False)
     fig.tight_layout()
     return fig

@@ -4,7 +4,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import torch
 
-from _common import BLUE, GREY, ORANGE, PAD_COLOUR, SKY, arrow, figure, grouped_bars, heatmap
+from _common import BLUE, ORANGE, PAD_COLOUR, arrow, figure, grouped_bars, heatmap, model_colour, model_label
 
 from attn_tutorial.bilinear import BilinearAttentionMap, LowRankBilinearAttention, SparseBilinearAttention
 
@@ -158,10 +158,10 @@ def topk_figure():
 
 TYPES = [("non_relational", "non-relational"), ("type_count", "count"), ("type_closest", "closest"),
          ("type_furthest", "furthest"), ("accuracy", "overall")]
-MODELS = [("ch08_ban_features", "BAN, pretrained features", BLUE),
-          ("ch08_ban_relational", "BAN, from pixels", SKY),
-          ("ch07_coatt_features", "parallel co-attention, features", ORANGE),
-          ("ch07_hiecoatt_features", "hierarchical co-attention, features", GREY)]
+MODELS = [("ch08_ban_features", f"{model_label('ban')}, features", model_colour("ban"), False),
+          ("ch08_ban_relational", f"{model_label('ban')}, from pixels", model_colour("ban"), True),
+          ("ch07_coatt_features", f"{model_label('coatt')}, features", model_colour("coatt"), False),
+          ("ch07_hiecoatt_features", f"{model_label('hiecoatt')}, features", model_colour("hiecoatt"), False)]
 
 
 @figure("ch08_results_accuracy")

@@ -1,34 +1,31 @@
 """Figures of chapter 9: comparing the attentions, and choosing."""
 
-import functools
 import statistics
 
 import matplotlib.pyplot as plt
 import numpy as np
 import torch
 
-from _common import BLUE, GREY, ORANGE, PALETTE, RED, figure, heatmap, record
+from _common import (BLACK, BLUE, DOT_COLOUR, GREY, ORANGE, PALETTE, RED, bar_style, draw_floors, figure, grouped_bars, heatmap,
+                     model_colour, model_label, record, seed_dots, seeds)
 
 from attn_tutorial.attention import masked_softmax
 
 TYPES = ["shape", "horizontal", "vertical", "closest", "furthest", "count"]
 TYPE_LABELS = ["shape", "left/right", "top/bottom", "closest", "furthest", "count"]
-FEATURE_MODELS = [  # (record, label), all on the frozen pretrained region features, cpu profile
-    ("ch05_none_features", "no attention"),
-    ("ch05_san_features", "stacked (SAN)"),
-    ("ch07_coatt_features", "co-attention"),
-    ("ch07_hiecoatt_features", "hier. co-attention"),
-    ("ch08_ban_features", "bilinear (BAN)"),
-    ("ch09_transformer_features", "self-attn. between regions"),
-    ("ch09_relnet_features", "relation network"),
+FEATURE_MODELS = [  # (record, model), all on the frozen pretrained region features, cpu profile
+    ("ch05_none_features", "none"),
+    ("ch05_san_features", "san"),
+    ("ch07_coatt_features", "coatt"),
+    ("ch07_hiecoatt_features", "hiecoatt"),
+    ("ch08_ban_features", "ban"),
+    ("ch09_transformer_features", "transformer"),
+    ("ch09_relnet_features", "relnet"),
 ]
-PIXEL_MODELS = [("ch05_none", "no attention"), ("ch05_san", "stacked (SAN)"), ("ch07_coatt", "co-attention"),
-                ("ch07_hiecoatt", "hier. co-attention"), ("ch08_ban", "bilinear (BAN)")]
-
-
-def _pct(name, key):
-    s = record(name)["summary"][key]
-    return 100 * s["mean"], 100 * s["std"]
+PIXEL_MODELS = [("ch05_none", "none"), ("ch05_san", "san"), ("ch07_coatt", "coatt"), ("ch07_hiecoatt", "hiecoatt"),
+                ("ch08_ban", "ban")]
+SHORT = {"none": "no attention", "san": "stacked (SAN)", "coatt": "co-attention", "hiecoatt": "hier. co-attention",
+         "ban": "bilinear (BAN)", "transformer": "self-attn. between regions", "relnet": "relation network"}
 
 
 def median_seconds(name):
@@ -110,84 +107,81 @@ def softmax_count():
 
 # --- results -------------------------------------------------------------------------------------
 
-@functools.lru_cache(maxsize=1)
-def _floors():
-    """Object-blind and majority floors per question type on the cpu test scenes (as the notebook)."""
-    import collections
-
-    from attn_tutorial.vqa_data import object_blind_accuracy, relational_split
-
-    test = relational_split("cpu", "test")
-    blind = object_blind_accuracy(test)
-    answers = collections.defaultdict(collections.Counter)
-    for q, t in enumerate(test.question_types):
-        answers[t][test.answer_text(q)] += 1
-    majority = {t: max(c.values()) / sum(c.values()) for t, c in answers.items()}
-    return blind, majority
+def _epochs(names) -> str:
+    """The epochs the runs of ``names`` trained for, as a legend says it: "30 epochs" or "20-30 epochs"."""
+    epochs = sorted({run["epochs_run"] for name in names for run in record(name)["runs"]})
+    return f"{epochs[0]} epochs" if len(epochs) == 1 else f"{epochs[0]}-{epochs[-1]} epochs"
 
 
 @figure("ch09_results_per_type")
 def results_per_type():
-    """Accuracy per question type of the seven models on features, against the two floors."""
-    blind, majority = _floors()
-    fig, ax = plt.subplots(figsize=(9.6, 3.8))
-    width = 0.8 / len(FEATURE_MODELS)
-    x = np.arange(len(TYPES))
-    for i, ((name, label), colour) in enumerate(zip(FEATURE_MODELS, PALETTE[:6] + ["#444444"])):
-        stats = [_pct(name, f"type_{t}") for t in TYPES]
-        ax.bar(x + (i - len(FEATURE_MODELS) / 2 + 0.5) * width, [m for m, _ in stats], width,
-               yerr=[s for _, s in stats], color=colour, label=label, capsize=1.5, error_kw={"linewidth": 0.8})
-    for j, t in enumerate(TYPES):
-        ax.hlines(100 * blind[t], j - 0.45, j + 0.45, color="black", linewidth=1.8,
-                  label="object-blind floor" if j == 0 else None)
-        ax.hlines(100 * majority[t], j - 0.45, j + 0.45, color="black", linewidth=1.0, linestyles=":",
-                  label="majority answer" if j == 0 else None)
-    ax.set_xticks(x, TYPE_LABELS)
-    ax.set(ylabel="test accuracy (%)", ylim=(0, 105))
-    ax.legend(fontsize=7.5, ncol=5, loc="upper center", bbox_to_anchor=(0.5, -0.1), frameon=False)
+    """Accuracy per question type of the seven models on features, every seed, against the two floors."""
+    fig, ax = plt.subplots(figsize=(9.6, 3.9))
+    grouped_bars(ax, [(name, model_label(key), model_colour(key), False) for name, key in FEATURE_MODELS],
+                 [(f"type_{t}", label) for t, label in zip(TYPES, TYPE_LABELS)])
+    ax.legend(fontsize=7.5, ncol=3, loc="upper center", bbox_to_anchor=(0.5, -0.1), frameon=False)
     fig.tight_layout()
     return fig
 
 
+def _style_legend(ax, styles, **kw):
+    """A legend of bar styles (in black: every model's colour takes them), then what ``ax`` labelled."""
+    from matplotlib.patches import Patch
+
+    handles = [Patch(label=label, **bar_style(BLACK, variant)) for label, variant in styles]
+    extra, labels = ax.get_legend_handles_labels()
+    return handles + extra, [h.get_label() for h in handles] + labels
+
+
 @figure("ch09_results_mass")
 def results_mass():
-    """Share of the attention weight on the named object's cell, first step and best step."""
-    models = FEATURE_MODELS[1:6]
-    fig, ax = plt.subplots(figsize=(8.4, 3.0))
+    """Share of the attention weight on the named object's cell, first step and best step, every seed."""
+    models = [(name, key) for name, key in FEATURE_MODELS[1:6]]
+    fig, ax = plt.subplots(figsize=(8.4, 3.2))
+    ax.set_ylim(0, 115)
     x = np.arange(len(models))
-    for offset, key, label, colour in ((-0.2, "mass_non_relational", "first step", BLUE),
-                                       (0.2, "mass_best_non_relational", "best step", ORANGE)):
-        for i, (name, _) in enumerate(models):
+    for offset, key, variant in ((-0.2, "mass_non_relational", True), (0.2, "mass_best_non_relational", False)):
+        for i, (name, model) in enumerate(models):
             if key not in record(name)["summary"]:
                 continue  # self-attention between regions returns one map
-            mean, std = _pct(name, key)
-            ax.bar(x[i] + offset, mean, 0.38, yerr=std, color=colour, capsize=3,
-                   label=label if i == 0 else None)
-            ax.text(x[i] + offset, min(mean + std, 100) + 2, f"{mean:.0f}", ha="center", fontsize=8)
+            values = seeds(name, key)
+            mean = float(np.mean(values))
+            ax.bar(x[i] + offset, mean, 0.38, **bar_style(model_colour(model), variant))
+            seed_dots(ax, x[i] + offset, values, DOT_COLOUR, width=0.3, mean=False, size=14)
+            ax.text(x[i] + offset, max(values) + 2, f"{mean:.0f}", ha="center", fontsize=8)
     ax.axhline(100 / 64, color="black", linestyle=":", linewidth=1.0, label="uniform over 64 cells (1.6 %)")
-    ax.set_xticks(x, [label for _, label in models], fontsize=8.5)
-    ax.set(ylabel="weight on the named\nobject's cell (%)", ylim=(0, 115))
-    ax.legend(fontsize=8, frameon=False, ncol=3, loc="upper left")
+    ax.set_xticks(x, [SHORT[key] for _, key in models], fontsize=8.5)
+    ax.set_yticks(range(0, 101, 20))
+    ax.set_ylabel("weight on the named\nobject's cell (%)")
+    handles, labels = _style_legend(ax, (("first step", True), ("best step", False)))
+    ax.legend(handles, labels, fontsize=8, frameon=False, ncol=3, loc="upper left")
     fig.tight_layout()
     return fig
 
 
 @figure("ch09_results_pixels")
 def results_pixels():
-    """The five question-guided models trained from pixels and on frozen pretrained features."""
-    fig, axes = plt.subplots(1, 2, figsize=(9.4, 3.1), sharey=True)
+    """The five question-guided models trained from pixels and on frozen pretrained features, every seed,
+    against the floors of each group of questions."""
+    fig, axes = plt.subplots(1, 2, figsize=(9.4, 3.4), sharey=True)
     x = np.arange(len(PIXEL_MODELS))
+    conditions = ((-0.2, "relational", f"from pixels ({_epochs(f'{p}_relational' for p, _ in PIXEL_MODELS)})", True),
+                  (0.2, "features", f"pretrained features ({_epochs(f'{p}_features' for p, _ in PIXEL_MODELS)})",
+                   False))
     for ax, key, title in ((axes[0], "non_relational", "non-relational questions"),
                            (axes[1], "relational", "relational questions")):
-        for offset, suffix, label, colour in ((-0.2, "relational", "from pixels (30 epochs)", GREY),
-                                              (0.2, "features", "pretrained features (20 epochs)", BLUE)):
-            stats = [_pct(f"{prefix}_{suffix}", key) for prefix, _ in PIXEL_MODELS]
-            ax.bar(x + offset, [m for m, _ in stats], 0.38, yerr=[s for _, s in stats], color=colour,
-                   capsize=3, label=label)
-        ax.set_xticks(x, [label for _, label in PIXEL_MODELS], fontsize=8, rotation=20, ha="right")
-        ax.set(title=title, ylim=(0, 105))
+        ax.set_ylim(0, 105)
+        for offset, suffix, _, variant in conditions:
+            for i, (prefix, model) in enumerate(PIXEL_MODELS):
+                values = seeds(f"{prefix}_{suffix}", key)
+                ax.bar(x[i] + offset, float(np.mean(values)), 0.38, **bar_style(model_colour(model), variant))
+                seed_dots(ax, x[i] + offset, values, DOT_COLOUR, width=0.3, mean=False, size=14)
+        draw_floors(ax, [(key, (len(PIXEL_MODELS) - 1) / 2, len(PIXEL_MODELS) / 2)])
+        ax.set_xticks(x, [SHORT[model] for _, model in PIXEL_MODELS], fontsize=8, rotation=20, ha="right")
+        ax.set(title=title)
+        ax.set_yticks(range(0, 101, 20))
     axes[0].set_ylabel("test accuracy (%)")
-    handles, labels = axes[0].get_legend_handles_labels()
-    fig.legend(handles, labels, fontsize=8.5, frameon=False, ncol=2, loc="lower center", bbox_to_anchor=(0.5, 0.98))
+    handles, labels = _style_legend(axes[0], [(label, variant) for _, _, label, variant in conditions])
+    fig.legend(handles, labels, fontsize=8.5, frameon=False, ncol=4, loc="lower center", bbox_to_anchor=(0.5, 0.98))
     fig.tight_layout()
     return fig

@@ -8,7 +8,8 @@ import numpy as np
 import torch
 from matplotlib.colors import ListedColormap
 
-from _common import BLUE, GREEN, GREY, ORANGE, PAD_COLOUR, PURPLE, RED, SKY, arrow, figure, record
+from _common import (BLUE, GREEN, GREY, ORANGE, PAD_COLOUR, PURPLE, RED, SKY, arrow, device_label, figure,
+                     model_colour, model_label, record, seed_dots)
 
 from attn_tutorial.long_attention import (AxialSelfAttention, causal_linear_attention,
                                           causal_linear_attention_recurrent, dilated_window_mask,
@@ -59,7 +60,8 @@ def fitted_slope(lengths, values) -> float:
 
 @figure("ch10_online_softmax")
 def online_softmax_figure():
-    """The scores visited one key block at a time; running max and sum of three query rows."""
+    """The scores visited one key block at a time; the running max, sum and (unnormalised) output of
+    three query rows after each block, ending where one pass over all keys would."""
     generator = torch.Generator().manual_seed(4)
     T, c, d_h = 12, 4, 4
     q, k, v = (torch.randn(T, d_h, generator=generator) * 1.5 for _ in range(3))  # (T, d_h) each
@@ -67,7 +69,7 @@ def online_softmax_figure():
     mu = torch.full((T, 1), float("-inf"))  # running max
     rho = torch.zeros(T, 1)  # running sum of exp(e - mu)
     o = torch.zeros(T, d_h)  # unnormalised output
-    mus, rhos = [], []
+    mus, rhos, outs = [], [], []
     for start in range(0, T, c):
         tile = q @ k[start:start + c].T / math.sqrt(d_h)  # (T, c)
         new = torch.maximum(mu, tile.amax(1, keepdim=True))
@@ -75,11 +77,11 @@ def online_softmax_figure():
         rho = rho * torch.exp(mu - new) + p.sum(1, keepdim=True)
         o = o * torch.exp(mu - new) + p @ v[start:start + c]
         mu = new
-        mus.append(mu[:, 0].clone()), rhos.append(rho[:, 0].clone())
+        mus.append(mu[:, 0].clone()), rhos.append(rho[:, 0].clone()), outs.append(o.clone())
     torch.testing.assert_close(o / rho, torch.softmax(S, 1) @ v)
     torch.testing.assert_close(o / rho, online_softmax_attention(q[None, None], k[None, None], v[None, None],
                                                                  block=c)[0, 0])
-    mus, rhos = torch.stack(mus, 1), torch.stack(rhos, 1)  # (T, blocks)
+    mus, rhos, outs = torch.stack(mus, 1), torch.stack(rhos, 1), torch.stack(outs, 1)  # (T, blocks[, d_h])
     blocks = mus.shape[1]
     # three rows to follow: the max rises in the last block / in block 2 only / never after block 1
     rises = mus[:, 1:] > mus[:, :-1]  # (T, blocks - 1)
@@ -118,20 +120,28 @@ def online_softmax_figure():
     bar.set_label("score $S_{ts}$", fontsize=8)
     bar.ax.tick_params(labelsize=8)
     steps = range(1, blocks + 1)
-    for j, (values, exact, name) in enumerate(((mus, S.amax(1), r"running max $\mu_t$"),
-                                                (rhos, torch.exp(S - S.amax(1, keepdim=True)).sum(1),
-                                                 r"running sum $\rho_t$"))):
-        ax = fig.add_subplot(grid[1, j * 2 if blocks > 2 else j:(j * 2 + 1) if blocks > 2 else j + 1])
+    weights = torch.exp(S - S.amax(1, keepdim=True))  # (T, T): every key at once, for the stars
+    panels = ((mus, S.amax(1), r"running max $\mu_t$", "score"),
+              (rhos, weights.sum(1), r"running sum $\rho_t$", None),
+              (outs[:, :, 0], (weights @ v)[:, 0], r"running output $o_{t,1}$" "\n"
+               r"(1st of $d_h$ components; $\mathbf{c}_t = \mathbf{o}_t / \rho_t$ at the end)", None))
+    for j, (values, exact, name, ylabel) in enumerate(panels):
+        ax = fig.add_subplot(grid[1, j % blocks])
         for colour, t in zip(ROW_COLOURS, picks):
             ax.plot(steps, values[t], "o-", color=colour, label=f"query $t = {t}$")
             ax.plot(blocks + 0.25, exact[t], marker="*", markersize=11, color=colour, linestyle="none")
         ax.set_xticks(list(steps), [str(b) for b in steps], fontsize=8)
         ax.set_xlabel("after key block", fontsize=9)
         ax.set_xlim(0.7, blocks + 0.5)
-        ax.set_title(name + r" ($\star$: over all keys at once)", fontsize=9)
-    fig.axes[-1].legend(fontsize=8, frameon=False, loc="upper left", bbox_to_anchor=(1.02, 1.0))
-    fig.axes[-2].set_ylabel("score", fontsize=9)
-    fig.axes[-1].set_ylim(bottom=0)
+        ax.tick_params(labelsize=8)
+        ax.set_title(name, fontsize=9)
+        if ylabel:
+            ax.set_ylabel(ylabel, fontsize=9)
+        if values is rhos:
+            ax.set_ylim(bottom=0)
+    ax.axhline(0, color="black", linewidth=0.5)
+    ax.plot([], [], marker="*", markersize=11, color=GREY, linestyle="none", label="over all keys at once")
+    ax.legend(fontsize=8, frameon=False, loc="upper left", bbox_to_anchor=(1.02, 1.0))
     return fig
 
 
@@ -238,7 +248,7 @@ def linear_attention_figure():
     # row 2: phi(Q) (phi(K)^T V)
     y = 14.0
     ax.text(0, y + 4.3, r"linear order: $\phi(\mathbf{Q})\,(\phi(\mathbf{K})^\top \mathbf{V})$"
-            f"  —  {cost_fast} multiply-adds, an ${n_phi} \\times {d_h}$ summary in memory",
+            f"  —  {cost_fast} multiply-adds, a ${n_phi} \\times {d_h}$ summary in memory",
             fontsize=10, weight="bold")
     x = _matrix(ax, fk.T.numpy(), 0, y - (T - n_phi) / 2, rf"$\phi(\mathbf{{K}})^\top$" "\n"
                 rf"${n_phi} \times {T}$", feat)
@@ -333,11 +343,11 @@ def axial_figure():
 
 # --- results -------------------------------------------------------------------------------------
 
-CURVE_STYLE = {  # kind -> (label, colour, exact?)
-    "explicit": ("explicit", RED, True), "sdpa": ("SDPA (fused)", BLUE, True),
-    "online": ("online softmax, $c$ = 256", GREEN, True), "chunked": ("query chunks of 256", ORANGE, True),
-    "window": ("window, $w$ = 128", PURPLE, False), "linformer": ("Linformer, $r$ = 128", SKY, False),
-    "linear": ("linear (elu + 1)", GREY, False), "performer": (r"Performer, $n_\phi$ = 128", "black", False),
+CURVE_STYLE = {  # kind -> (label, model whose colour it takes, exact?)
+    "explicit": ("explicit", "explicit", True), "sdpa": ("SDPA (fused)", "exact", True),
+    "online": ("online softmax, $c$ = 256", "online", True), "chunked": ("query chunks of 256", "chunked", True),
+    "window": ("window, $w$ = 128", "window", False), "linformer": ("Linformer, $r$ = 128", "linformer", False),
+    "linear": (model_label("linear"), "linear", False), "performer": (r"Performer, $n_\phi$ = 128", "performer", False),
 }
 
 
@@ -360,7 +370,8 @@ def results_curves_figure():
     for ax, key, scale, unit in ((axes[0], "train_ms", 1.0, "forward + backward time (ms)"),
                                  (axes[1], "forward_bytes", 1 / 2 ** 20, "peak memory, forward (MB)")):
         for kind in kinds:
-            label, colour, exact = CURVE_STYLE.get(kind, (kind, "black", False))
+            label, model, exact = CURVE_STYLE.get(kind, (kind, None, False))
+            colour = model_colour(model) if model else "black"
             mine = sorted((r for r in rows if r["kind"] == kind and r[key] > 0), key=lambda r: r["length"])
             if not mine:
                 continue
@@ -382,23 +393,24 @@ def results_curves_figure():
     axes[1].set_title(f"memory above the inputs (slope for $T \\geq$ {fit_from:,})", fontsize=10)
     fig.suptitle(f"one attention layer, batch {shape['batch']}, $h$ = {shape['heads']} heads of "
                  f"$d_h$ = {shape['head_dim']}; solid: exact, dashed: restricted or approximate  "
-                 f"({rec['profile']} profile, {rec['device']})", fontsize=9, y=0.99)
+                 f"({rec['profile']} profile, {device_label(rec['device'])})", fontsize=9, y=0.99)
     fig.tight_layout()
     return fig
 
 
-APPROX_STYLE = {  # method in the record -> (label, colour, marker)
-    "Performer, m features": (r"Performer, $n_\phi$ features", ORANGE, "o"),
-    "Linformer (random), rank r": (r"Linformer (random $\mathbf{E}$), rank $r$", SKY, "s"),
-    "best rank r (SVD)": (r"best rank $r$ (SVD of $\mathbf{A}$)", BLUE, "^"),
-    "sliding window, w": (r"sliding window, half-width $w$", PURPLE, "D"),
-    "linear (elu + 1)": ("linear (elu + 1), no budget", GREY, None),
+APPROX_STYLE = {  # method in the record -> (label, model whose colour it takes, marker)
+    "Performer, m features": (r"Performer, $n_\phi$ features", "performer", "o"),
+    "Linformer (random), rank r": (r"Linformer (random $\mathbf{E}$), rank $r$", "linformer", "s"),
+    "best rank r (SVD)": (r"best rank $r$ (SVD of $\mathbf{A}$)", "svd", "^"),
+    "sliding window, w": (r"sliding window, half-width $w$", "window", "D"),
+    "linear (elu + 1)": ("linear (elu + 1), no budget", "linear", None),
 }
 
 
 @figure("ch10_results_approx")
 def results_approx_figure():
-    """Error of each approximation against its budget, diffuse and focused inputs, mean +- std over seeds."""
+    """Error of each approximation against its budget, diffuse and focused inputs: a dot per input seed,
+    a line through the means; linear attention (no budget) in a slot of its own beside the plain average."""
     rec = _maybe_record("ch10_approx")
     fig, axes = plt.subplots(1, 2, figsize=(9.6, 4.2), sharey=True)
     if rec is None:
@@ -411,96 +423,109 @@ def results_approx_figure():
     methods = [m for m in APPROX_STYLE if any(r["method"] == m for r in rows)]
     methods += sorted({r["method"] for r in rows} - set(methods))
     budgets = sorted({r["budget"] for r in rows if r["budget"] is not None})
+    none_slot = budgets[-1] * 2.4  # where a method without a budget shows its seeds
     regimes = sorted(extra["scales"].items(), key=lambda item: item[1])
-    floor = 1e-8
+    errors = [r["error"] for r in rows if r["error"] > 0]
+    axes[0].set_yscale("log")
+    axes[0].set_ylim(min(errors) / 4, max(errors) * 4)  # before the dots: they spread by the axis's span
     for ax, (regime, scale) in zip(axes, regimes):
+        ax.set_xscale("log", base=2)
+        ax.set_xlim(budgets[0] / 1.5, none_slot * 1.6)
         mine = [r for r in rows if r["scale"] == scale]
         keys = statistics.fmean(r["effective_keys"] for r in mine if r["method"] == mine[0]["method"])
         for method in methods:
-            label, colour, marker = APPROX_STYLE.get(method, (method, "black", "o"))
-            if marker is None:  # no budget: one number, a horizontal line and band
-                errors = [r["error"] for r in mine if r["method"] == method]
-                mean = statistics.fmean(errors)
-                std = statistics.stdev(errors) if len(errors) > 1 else 0.0
-                ax.axhline(mean, color=colour, linestyle="--", linewidth=1.2, label=label)
-                ax.axhspan(max(mean - std, floor), mean + std, color=colour, alpha=0.15, linewidth=0)
+            label, model, marker = APPROX_STYLE.get(method, (method, None, "o"))
+            colour = model_colour(model) if model else "black"
+            if marker is None:  # no budget: its seeds and mean in a slot of their own, off the dotted line's text
+                values = [r["error"] for r in mine if r["method"] == method]
+                mean = statistics.fmean(values)
+                seed_dots(ax, none_slot, values, colour, width=0.5 * none_slot, size=22, zorder=4, label=label)
+                ax.annotate(f"{mean:.2f}", (none_slot, mean), xytext=(0, -9), textcoords="offset points",
+                            ha="center", va="top", fontsize=8, color=colour)
                 continue
-            xs, means, stds = [], [], []
+            xs, means, per_seed = [], [], []
             for b in budgets:
-                errors = [r["error"] for r in mine if r["method"] == method and r["budget"] == b]
-                if errors:
-                    xs.append(b), means.append(statistics.fmean(errors))
-                    stds.append(statistics.stdev(errors) if len(errors) > 1 else 0.0)
-            low = [min(s, m - max(m / 10, floor)) for m, s in zip(means, stds)]  # keep bars above 0 on a log axis
-            ax.errorbar(xs, means, yerr=[low, stds], marker=marker, markersize=4, capsize=2.5, color=colour,
-                        label=label, linewidth=1.3)
-        ax.set_xscale("log", base=2), ax.set_yscale("log")
-        ax.set_xticks(budgets, [str(b) for b in budgets])
+                values = [r["error"] for r in mine if r["method"] == method and r["budget"] == b]
+                if values:
+                    xs.append(b), means.append(statistics.fmean(values)), per_seed.append(values)
+            ax.plot(xs, means, marker=marker, markersize=4, color=colour, label=label, linewidth=1.3)
+            for x, values in zip(xs, per_seed):
+                seed_dots(ax, x, values, colour, width=0.3 * x, mean=False, size=7, zorder=2.5)
+        ax.axvline(math.sqrt(budgets[-1] * none_slot), color=GREY, linewidth=0.6)
+        ax.set_xticks(budgets + [none_slot], [str(b) for b in budgets] + ["no\nbudget"])
         ax.minorticks_off()
         ax.grid(True, which="major", color="#eeeeee", linewidth=0.6)
         ax.set_xlabel(r"budget: $n_\phi$, $r$ or $w$")
         ax.set_title(f"{regime} (scale {scale}): {keys:.0f} effective keys of {extra['length']:,}", fontsize=10)
     for ax in axes:  # the error of uniform weights (a plain average of the values)
-        ax.axhline(1.0, color="black", linestyle=":", linewidth=1.0)
-        ax.text(ax.get_xlim()[0] * 1.05, 1.08, "plain average of V", ha="left", va="bottom", fontsize=7.5)
+        ax.axhline(1.0, color="black", linestyle=":", linewidth=1.0, zorder=1)
+        ax.text(ax.get_xlim()[0] * 1.05, 1.12, "plain average of V: 1", ha="left", va="bottom", fontsize=7.5)
     axes[0].set_ylabel(r"error $\|\mathbf{O}_{\mathrm{approx}} - \mathbf{O}\|_F \,/\, "
                        r"\|\mathbf{O} - \bar{\mathbf{v}}\|_F$")
     handles, labels = axes[0].get_legend_handles_labels()
     fig.legend(handles, labels, loc="lower center", ncol=3, fontsize=8, frameon=False, bbox_to_anchor=(0.5, -0.02))
-    fig.suptitle(f"$T$ = {extra['length']:,}, $d_h$ = {extra['head_dim']}; mean ± sample std over "
-                 f"{len(seeds)} input seeds ({rec['profile']} profile, {rec['device']})", fontsize=9)
+    fig.suptitle(f"$T$ = {extra['length']:,}, $d_h$ = {extra['head_dim']}; a dot per input seed, lines through the "
+                 f"means of {len(seeds)} seeds ({rec['profile']} profile, {device_label(rec['device'])})", fontsize=9)
     fig.tight_layout(rect=(0, 0.1, 1, 1))
     return fig
 
 
-IMDB_FULL = [("ch10_imdb_exact", "exact (SDPA)", BLUE), ("ch10_imdb_window", "window, $w$ = 128", PURPLE),
-             ("ch10_imdb_linformer", "Linformer, $r$ = 128", SKY), ("ch10_imdb_linear", "linear (elu + 1)", GREEN)]
+IMDB_FULL = [("ch10_imdb_exact", "exact (SDPA)", "exact"), ("ch10_imdb_window", "window, $w$ = 128", "window"),
+             ("ch10_imdb_linformer", "Linformer, $r$ = 128", "linformer"),
+             ("ch10_imdb_linear", "linear (elu + 1)", "linear")]
 CH03_LONG = [("accuracy_truncate", "truncate"), ("accuracy_head_tail", "head + tail"),
              ("accuracy_chunks", "chunks, averaged")]
 
 
-def _summary(name, key):
-    """(mean %, sample std %, seeds) of a metric, or None while the record (or metric) is missing."""
+def _seeds(name, key):
+    """Every seed's value of a metric in percent, or None while the record (or metric) is missing."""
     rec = _maybe_record(name)
     if rec is None or key not in rec["summary"]:
         return None
-    s = rec["summary"][key]
-    return 100 * s["mean"], 100 * s["std"], s["n"]
+    return [100 * run["metrics"][key] for run in rec["runs"]]
 
 
 @figure("ch10_results_imdb")
 def results_imdb_figure():
-    """IMDB accuracy without truncation per variant, on the long reviews and on the whole test set."""
+    """IMDB accuracy without truncation per variant, on the long reviews and on the whole test set:
+    a dot per seed, a line at the mean."""
     fig, (ax, bx) = plt.subplots(1, 2, figsize=(9.8, 4.0), gridspec_kw={"width_ratios": [7, 5]})
-    long_bars = [(f"ch. 3, 400 tokens:\n{label}", _summary("ch03_long", key), GREY) for key, label in CH03_LONG]
-    long_bars += [(f"full length:\n{label}", _summary(name, "accuracy_long"), colour) for name, label, colour in IMDB_FULL]
-    all_bars = [("ch. 3, 400 tokens:\ntruncate", _summary("ch03_mhsa", "accuracy"), GREY)]
-    all_bars += [(f"full length:\n{label}", _summary(name, "accuracy"), colour) for name, label, colour in IMDB_FULL]
-    present = [s[0] - s[1] for _, s, _ in long_bars + all_bars if s is not None]
-    bottom = 5 * math.floor((min(present) - 1.5) / 5) if present else 80
-    for axis, bars, title in ((ax, long_bars, "test reviews longer than 400 tokens"),
-                              (bx, all_bars, "all test reviews")):
-        for i, (label, stats, colour) in enumerate(bars):
-            if stats is None:
-                axis.bar(i, 0.0, bottom=bottom)  # keeps the slot
+    mhsa = model_colour("mhsa")
+    long_dots = [(f"ch. 3, 400 tokens:\n{label}", _seeds("ch03_long", key), mhsa) for key, label in CH03_LONG]
+    long_dots += [(f"full length:\n{label}", _seeds(name, "accuracy_long"), model_colour(model))
+                  for name, label, model in IMDB_FULL]
+    all_dots = [("ch. 3, 400 tokens:\ntruncate", _seeds("ch03_mhsa", "accuracy"), mhsa)]
+    all_dots += [(f"full length:\n{label}", _seeds(name, "accuracy"), model_colour(model))
+                 for name, label, model in IMDB_FULL]
+    present = [v for _, values, _ in long_dots + all_dots if values is not None for v in values]
+    # Dots, not bars: a position carries the accuracy, so an axis that does not start at 0 exaggerates nothing.
+    bottom = math.floor(min(present) - 1.0) if present else 80
+    top = min(100, math.ceil(max(present) + 1.5)) if present else 100
+    for axis, dots, title in ((ax, long_dots, "test reviews longer than 400 tokens"),
+                              (bx, all_dots, "all test reviews")):
+        axis.set_ylim(bottom, top)
+        for i, (label, values, colour) in enumerate(dots):
+            if values is None:
                 axis.text(i, bottom + 0.4, "no record\nyet", ha="center", va="bottom", fontsize=8, color=GREY,
                           rotation=90)
                 continue
-            mean, std, n = stats
-            axis.bar(i, mean - bottom, bottom=bottom, yerr=std if n > 1 else None, capsize=3, color=colour,
-                     width=0.65)  # one seed: no spread to show
-            axis.text(i, mean + std + 0.15, f"{mean:.1f}\n({n} seed{'s' if n != 1 else ''})", ha="center",
-                      va="bottom", fontsize=8)
-        axis.set_xticks(range(len(bars)), [label for label, _, _ in bars], fontsize=8, rotation=35, ha="right",
+            seed_dots(axis, i, values, colour, width=0.5, size=20)
+            axis.text(i + 0.3, np.mean(values), f"{np.mean(values):.1f}", va="center", fontsize=8)
+        axis.set_xlim(-0.5, len(dots) - 0.3)
+        axis.set_xticks(range(len(dots)), [label for label, _, _ in dots], fontsize=8, rotation=35, ha="right",
                         rotation_mode="anchor")
-        axis.set_ylim(bottom, 100 if not present else min(100, max(present) + 6))
         axis.set_title(title, fontsize=10)
+        axis.grid(axis="y", alpha=0.3)
     ax.set_ylabel("IMDB test accuracy (%)")
+    bx.set_ylabel("test accuracy (%)")
     long_rec = _maybe_record("ch03_long")
     n_long = long_rec["runs"][0]["extra"].get("n_long") if long_rec else None
     note = f"{n_long:,} of the test reviews are longer than 400 tokens; " if n_long else ""
-    devices = sorted({rec["device"] for rec in map(_maybe_record, ["ch03_long", "ch03_mhsa"] + [n for n, _, _ in IMDB_FULL])
-                      if rec is not None})
-    fig.suptitle(f"{note}mean ± sample std over seeds (cpu profile; {', '.join(devices)})", fontsize=9)
+    devices = sorted({device_label(rec["device"]) for rec in map(_maybe_record, ["ch03_long", "ch03_mhsa"]
+                                                                 + [n for n, _, _ in IMDB_FULL]) if rec is not None})
+    n_seeds = sorted({len(values) for _, values, _ in long_dots + all_dots if values is not None})
+    seeds_text = "/".join(str(n) for n in n_seeds)
+    fig.suptitle(f"{note}a dot per seed ({seeds_text} seeds), a line at the mean (cpu profile; {', '.join(devices)})",
+                 fontsize=9)
     fig.tight_layout()
     return fig

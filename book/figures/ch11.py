@@ -7,13 +7,15 @@ import numpy as np
 import torch
 from matplotlib import font_manager
 
-from _common import BLUE, GREEN, GREY, ORANGE, PURPLE, SKY, YELLOW, arrow, box, diagram_axes, figure, record
+from _common import (BLUE, DOT_COLOUR, GREEN, GREY, ORANGE, PURPLE, SKY, YELLOW, arrow, bar_style, box, device_label,
+                     diagram_axes, figure, model_colour, record, seed_dots)
 
 from attn_tutorial.decoding import TableModel, beam_search, greedy_decode
 
-MODELS = (("ch11_none_init", "no attention,\nfirst state only", "#c8c8c8"),
-          ("ch11_none", "no attention,\nevery step", GREY), ("ch11_bahdanau", "Bahdanau\nattention", BLUE),
-          ("ch11_transformer", "Transformer", ORANGE))
+MODELS = (("ch11_none_init", "no attention,\nfirst state only", model_colour("mt_none_init")),
+          ("ch11_none", "no attention,\nevery step", model_colour("mt_none")),
+          ("ch11_bahdanau", "Bahdanau\nattention", model_colour("bahdanau")),
+          ("ch11_transformer", "Transformer", model_colour("mt_transformer")))
 
 
 def _chinese_font() -> str:
@@ -205,20 +207,23 @@ def beam():
 
 @figure("ch11_results_bleu")
 def results_bleu():
-    """Test BLEU of the three models, greedy and beam 5, every seed."""
+    """Test BLEU of the four models, greedy and beam 5: a dot per seed on a bar at their mean."""
     fig, axes = plt.subplots(1, 2, figsize=(10, 3.5))
     for ax, (key, label) in zip(axes, (("bleu", "BLEU"), ("chrf", "chrF"))):
+        values = {(name, suffix): [run["metrics"][key + suffix] for run in _runs(name)]
+                  for name, _, _ in MODELS for suffix in ("", "_beam")}
+        ax.set_ylim(0, 1.12 * max(map(max, values.values())))  # before the dots: they spread by the axis's span
         for i, (name, model, colour) in enumerate(MODELS):
             for k, (suffix, marker) in enumerate((("", "o"), ("_beam", "s"))):
-                values = [run["metrics"][key + suffix] for run in _runs(name)]
+                v = values[name, suffix]
                 x = i + (k - 0.5) * 0.3
-                ax.bar(x, statistics.mean(values), 0.28, color=colour, alpha=0.35 if k == 0 else 0.7)
-                ax.scatter([x] * len(values), values, color="black", s=12, marker=marker, zorder=3,
-                           label=("greedy, each seed" if k == 0 else "beam 5, each seed") if i == 0 else None)
+                ax.bar(x, statistics.mean(v), 0.28, **bar_style(colour, variant=k == 0))
+                seed_dots(ax, x, v, DOT_COLOUR, width=0.22, marker=marker, mean=False, size=14,
+                          label=("greedy (hatched), each seed" if k == 0 else "beam 5, each seed") if i == 0 else None)
         ax.set_xticks(range(len(MODELS)), [m for _, m, _ in MODELS], fontsize=8)
         ax.set_ylabel(f"test {label}")
         ax.legend(fontsize=8, frameon=False, loc="upper left")
-    device = record("ch11_bahdanau")["device"]
+    device = device_label(record("ch11_bahdanau")["device"])
     fig.suptitle(f"English -> Chinese, Tatoeba test sentences (cpu profile, {device}); bars: mean over seeds",
                  fontsize=9)
     fig.tight_layout()
@@ -227,22 +232,25 @@ def results_bleu():
 
 @figure("ch11_results_length")
 def results_length():
-    """Test BLEU per English sentence length: the single vector loses most on long sentences."""
+    """Test BLEU per English sentence length: the single vector loses most on long sentences. A dot
+    per seed, a line through the means."""
     fig, ax = plt.subplots(figsize=(6.4, 3.4))
     buckets = list(record("ch11_bahdanau")["runs"][0]["extra"]["by_length"])
-    for name, model, colour in MODELS:
-        runs = _runs(name)
-        means = [statistics.mean(r["extra"]["by_length"][b]["bleu"] for r in runs) for b in buckets]
-        stds = [statistics.stdev(r["extra"]["by_length"][b]["bleu"] for r in runs) if len(runs) > 1 else 0
-                for b in buckets]
-        ax.errorbar(range(len(buckets)), means, yerr=stds, color=colour, marker="o", capsize=3,
-                    label=f"{model} ({len(runs)} seeds)".replace("\n", " "))
+    values = {name: [[r["extra"]["by_length"][b]["bleu"] for r in _runs(name)] for b in buckets]
+              for name, _, _ in MODELS}
+    ax.set_ylim(0, 1.4 * max(max(map(max, v)) for v in values.values()))  # room for the legend above the lines
+    for k, (name, model, colour) in enumerate(MODELS):
+        xs = np.arange(len(buckets)) + (k - (len(MODELS) - 1) / 2) * 0.12  # side by side within a bucket
+        ax.plot(xs, [statistics.mean(v) for v in values[name]], color=colour, marker="_", markersize=10,
+                markeredgewidth=2.0, label=f"{model} ({len(_runs(name))} seeds)".replace("\n", " "))
+        for x, v in zip(xs, values[name]):
+            seed_dots(ax, x, v, colour, width=0.1, mean=False, size=10)
     sizes = [record("ch11_bahdanau")["runs"][0]["extra"]["by_length"][b]["n"] for b in buckets]
     names = [b.replace("-99", "+") for b in buckets]
     ax.set_xticks(range(len(buckets)), [f"{b} tokens\n({n} sentences)" for b, n in zip(names, sizes)], fontsize=8)
     ax.set_ylabel("test BLEU (greedy)")
-    ax.legend(fontsize=8, frameon=False)
-    ax.set_title("BLEU by English length in tokens (cpu profile; mean and std over seeds)", fontsize=10)
+    ax.legend(fontsize=8, frameon=False, loc="upper right")
+    ax.set_title("BLEU by English length in tokens (cpu profile; a dot per seed, line: mean)", fontsize=10)
     fig.tight_layout()
     return fig
 

@@ -6,17 +6,17 @@ import matplotlib.pyplot as plt
 import numpy as np
 import torch
 
-from _common import BLUE, GREEN, GREY, ORANGE, PURPLE, RED, SKY, YELLOW, box, figure, record
+from _common import (BLUE, GREEN, GREY, ORANGE, SKY, box, device_label, figure, model_colour, model_label,
+                     record)
 
 from attn_tutorial.decoder import alibi_bias, alibi_slopes, apply_rope
 from attn_tutorial.mhsa import causal_mask
 
-# One colour per model, the same in every figure of the chapter.
-MODELS = (("ch12_rope", "RoPE (base)", BLUE), ("ch12_sinusoidal", "sinusoidal", GREY), ("ch12_alibi", "ALiBi", ORANGE),
-          ("ch12_gqa", "GQA, 2 kv heads", GREEN), ("ch12_mqa", "MQA, 1 kv head", SKY),
-          ("ch12_diff", "differential", PURPLE), ("ch12_moh", "mixture of heads", RED))
-COLOUR = {name: colour for name, _, colour in MODELS}
-LABEL = {name: label for name, label, _ in MODELS}
+# Each record's model: its colour and label come from _common.MODELS, the same in every figure.
+RECORD_MODEL = {"ch12_rope": "rope", "ch12_sinusoidal": "sinusoidal", "ch12_alibi": "alibi", "ch12_gqa": "gqa",
+                "ch12_mqa": "mqa", "ch12_diff": "lm_diff", "ch12_moh": "moh"}
+COLOUR = {name: model_colour(model) for name, model in RECORD_MODEL.items()}
+LABEL = {name: model_label(model) for name, model in RECORD_MODEL.items()}
 
 
 def _runs(name):
@@ -171,11 +171,10 @@ def results_cache():
     ax.set_xlabel("tokens generated (batch 1, greedy)")
     ax.set_ylabel("seconds")
     ax.legend(fontsize=8, frameon=False)
-    ax.set_title(f"Time to write N tokens ({record('ch12_generation')['device']})", fontsize=9)
+    ax.set_title(f"Time to write N tokens ({device_label(record('ch12_generation')['device'])})", fontsize=9)
     ax = axes[1]
-    for variant, label, colour in (("rope", "8 kv heads (MHSA)", BLUE), ("gqa", "2 kv heads (GQA)", GREEN),
-                                   ("mqa", "1 kv head (MQA)", SKY)):
-        ax.plot(lengths, [b / 1024 for b in cached[variant]], color=colour, marker="o", label=label)
+    for variant, label in (("rope", "8 kv heads (MHSA)"), ("gqa", "2 kv heads (GQA)"), ("mqa", "1 kv head (MQA)")):
+        ax.plot(lengths, [b / 1024 for b in cached[variant]], color=model_colour(variant), marker="o", label=label)
     ax.set_xlabel("tokens in the cache")
     ax.set_ylabel("cache, KiB (float32, measured)")
     ax.legend(fontsize=8, frameon=False)
