@@ -169,8 +169,8 @@ def region_features(detector: CellDetector, images: torch.Tensor, batch_size: in
 
 # One recipe for every VQA model on cached features, per profile (the rest as VQA_TRAINING): batches
 # of 8 images (all their questions), a one-epoch linear warm-up, cosine decay over 40 epochs. With 16
-# images and 20 epochs, 4 of 12 question-guided runs stopped on a plateau, the named object or the
-# count not yet found (chapter 9: ch09_*_features_short); twice the steps at a high rate left it.
+# images and 20 epochs, 6 of 12 question-guided runs ended below 98 % on non-relational or counting
+# questions, most on a plateau (chapter 9: ch09_*_features_short); four times the steps left it.
 FEATURE_TRAINING = {"smoke": {"epochs": 1},
                     "cpu": {"epochs": 40, "images_per_batch": 8, "warmup_epochs": 1},
                     "full": {"epochs": 40, "images_per_batch": 16, "warmup_epochs": 1}}

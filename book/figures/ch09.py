@@ -185,3 +185,89 @@ def results_pixels():
     fig.legend(handles, labels, fontsize=8.5, frameon=False, ncol=4, loc="lower center", bbox_to_anchor=(0.5, 0.98))
     fig.tight_layout()
     return fig
+
+
+def _mean(name: str, key: str, percent: bool = True) -> float:
+    return statistics.fmean(seeds(name, key, percent=percent))
+
+
+def _runs(name: str) -> int:
+    return len(record(name)["runs"])
+
+
+@figure("ch09_results_guide")
+def results_guide():
+    """Chapter 9's guide as a decision procedure: what the task needs -> which attention, each leaf
+    with the recorded evidence behind it (means over the recorded seeds, cpu profile)."""
+    from _common import box, arrow
+
+    fig, ax = plt.subplots(figsize=(9.6, 5.6))
+    ax.set_xlim(0, 12)
+    ax.set_ylim(0, 7.2)
+    ax.axis("off")
+    pale = {"question": "#eeeeee", "leaf": "#ffffff"}
+
+    def question(x, y, w, text):
+        box(ax, (x, y), w, 0.62, text, colour=pale["question"], fontsize=8.5)
+
+    def leaf(x, y, w, h, title, evidence, model=None):
+        edge = model_colour(model) if model else BLACK
+        from matplotlib.patches import FancyBboxPatch
+
+        ax.add_patch(FancyBboxPatch((x, y), w, h, boxstyle="round,pad=0.02,rounding_size=0.08", facecolor="white",
+                                    edgecolor=edge, linewidth=1.8))
+        ax.text(x + 0.1, y + h - 0.12, title, ha="left", va="top", fontsize=8.5, fontweight="bold")
+        ax.text(x + 0.1, y + h - 0.42, evidence, ha="left", va="top", fontsize=7.5, linespacing=1.25)
+
+    question(3.6, 6.45, 4.8, "What must the model do with its input?")
+    # three branches
+    for x_end in (2.0, 6.0, 10.0):
+        arrow(ax, (6.0, 6.45), (x_end, 5.78))
+    question(0.1, 5.15, 3.8, "classify a text")
+    question(4.1, 5.15, 3.8, "answer a question about an image")
+    question(8.1, 5.15, 3.8, "write a sequence")
+
+    # text
+    nblr, mhsa, pool = _mean("ch01_nblr", "accuracy"), _mean("ch03_mhsa", "accuracy"), _mean("ch02_attnpool", "accuracy")
+    han, linear_long = _mean("ch06_han_imdb", "accuracy"), _mean("ch10_imdb_linear", "accuracy_long")
+    leaf(0.1, 3.05, 3.8, 1.85, "first a linear model (ch. 1)",
+         f"NB-weighted logistic regression\n{nblr:.1f} % on IMDB, seconds to fit;\n"
+         f"attention pooling {pool:.1f} %, MHSA {mhsa:.1f} %\n(ch. 2, 3): attention shows what\nit weighs, not more accuracy here")
+    leaf(0.1, 0.75, 3.8, 2.05, "long or nested input",
+         f"sentences in documents: HAN (ch. 6),\n{han:.1f} % on IMDB;\nwhole reviews past the window:\n"
+         f"linear attention (ch. 10), {linear_long:.1f} %\non the long ones; exact attention\nwith a fused kernel first (ch. 3, 10)")
+    arrow(ax, (2.0, 5.15), (2.0, 4.92))
+    arrow(ax, (2.0, 3.05), (2.0, 2.82))
+    ax.text(2.1, 2.93, "then, if it is long", fontsize=7, style="italic", va="center")
+
+    # VQA
+    ban_non, ban_count = _mean("ch08_ban_features", "non_relational"), _mean("ch08_ban_features", "type_count")
+    san_non = _mean("ch05_san_features", "non_relational")
+    rel, closest = _mean("ch09_transformer_features", "relational"), _mean("ch09_transformer_features", "type_closest")
+    easy = _mean("ch05_none_easy", "accuracy")
+    leaf(4.1, 3.55, 3.8, 1.35, "find one named object: question-guided",
+         f"BAN (ch. 8) {ban_non:.1f} % non-relational,\n{ban_count:.1f} % counting ({_runs('ch08_ban_features')} seeds); "
+         f"SAN (ch. 5)\n{san_non:.1f} %, the cheapest", model="ban")
+    leaf(4.1, 2.05, 3.8, 1.3, "compare two objects: between regions",
+         f"self-attention over proposals (ch. 9)\n{rel:.1f} % relational, closest {closest:.1f} %;\n"
+         "question-guided models stay below\nthe object-blind floor", model="transformer")
+    leaf(4.1, 0.75, 3.8, 1.1, "nothing to locate: no attention",
+         f"easy-VQA {easy:.2f} % (ch. 5);\nand first: a pretrained image encoder", model="none")
+    arrow(ax, (6.0, 5.15), (6.0, 4.92))
+
+    # sequences
+    bahdanau, transformer = _mean("ch11_bahdanau", "bleu", False), _mean("ch11_transformer", "bleu", False)
+    none = _mean("ch11_none", "bleu", False)
+    rope, trigram = _mean("ch12_rope", "ppl_1x", False), _mean("ch12_trigram", "ppl_1x", False)
+    speedup = _mean("ch12_generation", "speedup_longest", False)
+    leaf(8.1, 3.05, 3.8, 1.85, "translate: encoder-decoder (ch. 11)",
+         f"BLEU, EN→ZH: no attention {none:.1f},\nBahdanau {bahdanau:.1f}, Transformer {transformer:.1f};\n"
+         "attention removes the bottleneck\nof one vector", model="mt_transformer")
+    leaf(8.1, 0.75, 3.8, 2.05, "write text: causal decoder (ch. 12)",
+         f"perplexity {rope:.2f} against a\ntrigram's {trigram:.2f} on IMDB;\na key-value cache writes "
+         f"{speedup:.1f}× faster\n(512 tokens), grouped-query\nheads shrink it", model="rope")
+    arrow(ax, (10.0, 5.15), (10.0, 4.92))
+    fig.text(0.5, 0.005, "Means over the recorded seeds, cpu profile, CPU (book/results). Box edges: the model's colour "
+             "in the book's other figures.", ha="center", fontsize=7.5)
+    fig.tight_layout()
+    return fig
