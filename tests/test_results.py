@@ -121,3 +121,15 @@ def test_a_record_names_the_commit_its_process_loaded(monkeypatch):
     monkeypatch.setattr(results, "git_commit", lambda: "bbbbbbb")  # HEAD moves during the run
     assert results.code_commit() == "aaaaaaa"
     results.code_commit.cache_clear()
+
+
+def test_per_seed_tables_of_the_results_page_match_the_records():
+    """book/results.md's per-seed blocks are written from the records (tools/results_tables.py)."""
+    sys.path.insert(0, str(ROOT / "tools"))
+    import results_tables
+
+    text = (ROOT / "book" / "results.md").read_text()
+    assert results_tables.BLOCK.search(text), "book/results.md has no per-seed block"
+    assert results_tables.render(text) == text, "run python tools/results_tables.py"
+    changed = text.replace("<!-- end per-seed -->", "| `x` | 9 | 1.0 |\n<!-- end per-seed -->", 1)
+    assert results_tables.render(changed) != changed  # a hand-edited table is caught
