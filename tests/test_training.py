@@ -249,6 +249,38 @@ def test_cosine_schedule_decays_the_learning_rate_to_zero(monkeypatch):
         training.fit(Linear(), train, val, epochs=1, schedule="linear", progress=False)
 
 
+def test_warmup_rises_linearly_then_the_cosine_decays(monkeypatch):
+    """warmup_epochs=1: the rate climbs lr/W, 2 lr/W, ..., lr over the first epoch's W steps, then
+    the cosine decays from lr over the remaining steps; a warm-up as long as training is an error."""
+    optimizers = []
+    original = torch.optim.AdamW
+
+    def recording_adamw(*args, **kwargs):
+        optimizers.append(original(*args, **kwargs))
+        return optimizers[-1]
+
+    class Spy(Linear):
+        rates = []
+
+        def forward(self, features):
+            if self.training:
+                self.rates.append(optimizers[-1].param_groups[0]["lr"])
+            return super().forward(features)
+
+    monkeypatch.setattr(torch.optim, "AdamW", recording_adamw)
+    training.seed_everything(0)
+    train, val = toy_batches()
+    steps = len(train)
+    training.fit(Spy(), train, val, epochs=3, lr=0.1, device=torch.device("cpu"), progress=False,
+                 schedule="cosine", warmup_epochs=1)
+    rates = Spy.rates
+    assert rates[:steps] == pytest.approx([0.1 * (i + 1) / steps for i in range(steps)])
+    assert rates[steps] == pytest.approx(0.1)  # the cosine starts at the peak
+    assert all(a > b for a, b in zip(rates[steps:], rates[steps + 1:])) and rates[-1] < 0.005
+    with pytest.raises(ValueError, match="warmup_epochs"):
+        training.fit(Linear(), train, val, epochs=1, warmup_epochs=1, progress=False)
+
+
 def test_training_summary_has_what_a_record_needs():
     model, history = train_once(0)
     summary = training.training_summary(model, history, {"accuracy": 0.9, "f1": 0.8, "loss": 0.3}, note="x")
