@@ -219,9 +219,8 @@ def test_penalty_returned_by_a_model_is_added_to_the_loss():
         training.split_output({"scores": torch.zeros(1)})
 
 
-def test_cosine_schedule_decays_the_learning_rate_to_zero(monkeypatch):
-    """With schedule="cosine" the rate starts at lr and falls monotonically to about 0 by the
-    last step (lr * (1 + cos(pi * step / total)) / 2, per step)."""
+def rates_of_fit(monkeypatch, train, val, **fit_kwargs) -> list[float]:
+    """The learning rate of every training step of ``fit`` (read from its AdamW before each step)."""
     optimizers = []
     original = torch.optim.AdamW
 
@@ -230,19 +229,23 @@ def test_cosine_schedule_decays_the_learning_rate_to_zero(monkeypatch):
         return optimizers[-1]
 
     class Spy(Linear):
-        rates = []
-
         def forward(self, features):
             if self.training:
-                self.rates.append(optimizers[-1].param_groups[0]["lr"])
+                rates.append(optimizers[-1].param_groups[0]["lr"])
             return super().forward(features)
 
+    rates = []
     monkeypatch.setattr(torch.optim, "AdamW", recording_adamw)
+    training.fit(Spy(), train, val, device=torch.device("cpu"), progress=False, **fit_kwargs)
+    return rates
+
+
+def test_cosine_schedule_decays_the_learning_rate_to_zero(monkeypatch):
+    """With schedule="cosine" the rate starts at lr and falls monotonically to about 0 by the
+    last step (lr * (1 + cos(pi * step / total)) / 2, per step)."""
     training.seed_everything(0)
     train, val = toy_batches()
-    training.fit(Spy(), train, val, epochs=2, lr=0.1, device=torch.device("cpu"), progress=False,
-                 schedule="cosine")
-    rates = Spy.rates
+    rates = rates_of_fit(monkeypatch, train, val, epochs=2, lr=0.1, schedule="cosine")
     assert len(rates) == 2 * len(train) and rates[0] == pytest.approx(0.1)
     assert all(a > b for a, b in zip(rates, rates[1:])) and rates[-1] < 0.005
     with pytest.raises(ValueError, match="schedule must be"):
@@ -252,28 +255,10 @@ def test_cosine_schedule_decays_the_learning_rate_to_zero(monkeypatch):
 def test_warmup_rises_linearly_then_the_cosine_decays(monkeypatch):
     """warmup_epochs=1: the rate climbs lr/W, 2 lr/W, ..., lr over the first epoch's W steps, then
     the cosine decays from lr over the remaining steps; a warm-up as long as training is an error."""
-    optimizers = []
-    original = torch.optim.AdamW
-
-    def recording_adamw(*args, **kwargs):
-        optimizers.append(original(*args, **kwargs))
-        return optimizers[-1]
-
-    class Spy(Linear):
-        rates = []
-
-        def forward(self, features):
-            if self.training:
-                self.rates.append(optimizers[-1].param_groups[0]["lr"])
-            return super().forward(features)
-
-    monkeypatch.setattr(torch.optim, "AdamW", recording_adamw)
     training.seed_everything(0)
     train, val = toy_batches()
     steps = len(train)
-    training.fit(Spy(), train, val, epochs=3, lr=0.1, device=torch.device("cpu"), progress=False,
-                 schedule="cosine", warmup_epochs=1)
-    rates = Spy.rates
+    rates = rates_of_fit(monkeypatch, train, val, epochs=3, lr=0.1, schedule="cosine", warmup_epochs=1)
     assert rates[:steps] == pytest.approx([0.1 * (i + 1) / steps for i in range(steps)])
     assert rates[steps] == pytest.approx(0.1)  # the cosine starts at the peak
     assert all(a > b for a, b in zip(rates[steps:], rates[steps + 1:])) and rates[-1] < 0.005
