@@ -212,8 +212,8 @@ def decimals_for(std: float) -> int:
 
 
 def mean_std(mean: float, std: float | None = None, n: int = 2) -> str:
-    """``"mean ± std"`` under :func:`decimals_for`; the mean alone (one decimal more than a
-    rounded percentage needs: two) when there is one run (``n == 1`` or ``std is None``)."""
+    """``"mean ± std"`` under :func:`decimals_for`; with one run (``n < 2`` or ``std is None``) the
+    value alone, with two decimals."""
     if std is None or n < 2:
         return f"{mean:.2f}"
     places = decimals_for(std)
