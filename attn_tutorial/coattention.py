@@ -33,11 +33,18 @@ class ParallelCoAttention(nn.Module):
 
     ``C = tanh(Q W_b V^T)`` ``(B, L, R)`` relates every word to every region; each modality's
     hidden state receives the other modality transferred through ``C``:
-    ``H^v = tanh(V W_v + C^T Q W_q)``, ``H^q = tanh(Q W_q + C V W_v)``, then
-    ``a^v = softmax(H^v w_hv)`` over regions and ``a^q = softmax(H^q w_hq)`` over words."""
+    ``H^v = tanh(V W_v + C^T Q W_q / T)``, ``H^q = tanh(Q W_q + C V W_v / R)``, then
+    ``a^v = softmax(H^v w_hv)`` over regions and ``a^q = softmax(H^q w_hq)`` over words.
+    ``transfer="mean"`` divides each transfer by the number of terms it sums (T real words, R
+    regions); ``"sum"`` is the paper's form, whose size grows with R and saturates the tanh."""
 
-    def __init__(self, region_dim: int, word_dim: int, hidden_dim: int):
+    TRANSFERS = ("mean", "sum")
+
+    def __init__(self, region_dim: int, word_dim: int, hidden_dim: int, transfer: str = "mean"):
         super().__init__()
+        if transfer not in self.TRANSFERS:
+            raise ValueError(f"transfer must be one of {self.TRANSFERS}, got {transfer!r}")
+        self.transfer = transfer
         self.affinity = nn.Parameter(torch.empty(word_dim, region_dim))  # W_b
         nn.init.xavier_uniform_(self.affinity)
         self.region = nn.Linear(region_dim, hidden_dim, bias=False)  # W_v
@@ -45,14 +52,22 @@ class ParallelCoAttention(nn.Module):
         self.region_score = nn.Linear(hidden_dim, 1, bias=False)  # w_hv
         self.word_score = nn.Linear(hidden_dim, 1, bias=False)  # w_hq
 
+    def extra_repr(self) -> str:  # in the repr, so a checkpoint of one form never loads into the other
+        return f"transfer={self.transfer!r}"
+
     def forward(self, regions, words, word_mask=None):
         _check_pair(regions, words, word_mask, self.region.in_features, self.word.in_features)
         c = torch.tanh(words @ self.affinity @ regions.transpose(1, 2))  # (B, L, R)
+        n_words = words.new_full((len(words), 1, 1), words.shape[1])  # T per question
         if word_mask is not None:
             c = c * word_mask.unsqueeze(-1)  # padded words transfer nothing
+            n_words = word_mask.sum(-1).clamp(min=1).to(words.dtype)[:, None, None]
         wv, wq = self.region(regions), self.word(words)  # (B, R, d_a), (B, L, d_a)
-        h_v = torch.tanh(wv + c.transpose(1, 2) @ wq)  # (B, R, d_a)
-        h_q = torch.tanh(wq + c @ wv)  # (B, L, d_a)
+        to_regions, to_words = c.transpose(1, 2) @ wq, c @ wv  # (B, R, d_a), (B, L, d_a)
+        if self.transfer == "mean":  # keep the tanh's input the same size whatever T and R
+            to_regions, to_words = to_regions / n_words, to_words / regions.shape[1]
+        h_v = torch.tanh(wv + to_regions)  # (B, R, d_a)
+        h_q = torch.tanh(wq + to_words)  # (B, L, d_a)
         a_v = torch.softmax(self.region_score(h_v).squeeze(-1), dim=-1)  # (B, R)
         a_q = masked_softmax(self.word_score(h_q).squeeze(-1), word_mask)  # (B, L)
         attended_v = (a_v.unsqueeze(1) @ regions).squeeze(1)  # (B, Dv)
@@ -91,10 +106,10 @@ class AlternatingCoAttention(nn.Module):
 CO_ATTENTION = {"parallel": ParallelCoAttention, "alternating": AlternatingCoAttention}
 
 
-def _co_attention(kind: str, dim: int) -> nn.Module:
+def _co_attention(kind: str, dim: int, transfer: str = "mean") -> nn.Module:
     if kind not in CO_ATTENTION:
         raise ValueError(f"co-attention must be one of {sorted(CO_ATTENTION)}, got {kind!r}")
-    return ParallelCoAttention(dim, dim, dim) if kind == "parallel" else AlternatingCoAttention(dim, dim)
+    return ParallelCoAttention(dim, dim, dim, transfer) if kind == "parallel" else AlternatingCoAttention(dim, dim)
 
 
 class PhraseFeatures(nn.Module):
@@ -125,14 +140,14 @@ class CoAttentionVQA(nn.Module):
     """One level of co-attention between the BiLSTM's word states and the CNN's regions, answer
     from ``tanh(W (v^ + q^))``. ``forward(images (U, 3, H, W), ids (B, L), lengths (B,), mask (B, L),
     image_of_question (B,) or None) -> {"logits": (B, A), "region_weights": (B, R),
-    "word_weights": (B, L)}``."""
+    "word_weights": (B, L)}``. ``transfer`` is :class:`ParallelCoAttention`'s."""
 
     def __init__(self, vocab_size: int, num_answers: int, dim: int = 64, pad_id: int = 0,
-                 co_attention: str = "parallel", feature_dim: int | None = None):
+                 co_attention: str = "parallel", feature_dim: int | None = None, transfer: str = "mean"):
         super().__init__()
         self.image = image_encoder(dim, feature_dim)
         self.question = QuestionEncoder(vocab_size, dim, pad_id=pad_id)
-        self.co_attention = _co_attention(co_attention, dim)
+        self.co_attention = _co_attention(co_attention, dim, transfer)
         self.fuse = nn.Linear(dim, dim)
         self.classify = nn.Sequential(nn.Linear(dim, 2 * dim), nn.ReLU(), nn.Linear(2 * dim, num_answers))
 
@@ -153,13 +168,13 @@ class HierarchicalCoAttentionVQA(nn.Module):
     LEVELS = ("word", "phrase", "question")
 
     def __init__(self, vocab_size: int, num_answers: int, dim: int = 64, pad_id: int = 0,
-                 co_attention: str = "parallel", feature_dim: int | None = None):
+                 co_attention: str = "parallel", feature_dim: int | None = None, transfer: str = "mean"):
         super().__init__()
         self.image = image_encoder(dim, feature_dim)
         self.embedding = nn.Embedding(vocab_size, dim, padding_idx=pad_id)
         self.phrases = PhraseFeatures(dim)
         self.sentence = BiLSTMEncoder(dim, dim // 2)
-        self.co_attention = nn.ModuleList([_co_attention(co_attention, dim) for _ in self.LEVELS])
+        self.co_attention = nn.ModuleList([_co_attention(co_attention, dim, transfer) for _ in self.LEVELS])
         self.fuse = nn.ModuleList([nn.Linear(dim, dim), nn.Linear(2 * dim, dim), nn.Linear(2 * dim, dim)])
         self.classify = nn.Sequential(nn.Linear(dim, 2 * dim), nn.ReLU(), nn.Linear(2 * dim, num_answers))
 
@@ -219,6 +234,11 @@ for _kind, _label in (("coatt", "parallel co-attention, one level"),
                       ("hiecoatt", "hierarchical co-attention (word, phrase, question)")):
     for _dataset in ("relational", "easy"):
         experiment(f"ch07_{_kind}_{_dataset}", f"{'relational set' if _dataset == 'relational' else 'easy-VQA'}, "
-                   f"{_label}, chapter 7")(lambda ctx, d=_dataset, k=_kind: _run_vqa(ctx, d, k))
+                   f"{_label}, the paper's summed transfer, chapter 7")(
+            lambda ctx, d=_dataset, k=_kind: _run_vqa(ctx, d, k, model_options={"transfer": "sum"}))
     experiment(f"ch07_{_kind}_features", f"relational set on frozen pretrained region features (chapter 5, "
                f"section 7), {_label}, chapter 7")(lambda ctx, k=_kind: _run_vqa(ctx, "features", k))
+# The same recipe with the paper's summed transfer: the contrast that measures what the average buys.
+experiment("ch07_coatt_features_sum", "relational set on frozen pretrained region features, parallel "
+           "co-attention with the paper's summed transfer, chapter 7")(
+    lambda ctx: _run_vqa(ctx, "features", "coatt", model_options={"transfer": "sum"}))

@@ -183,4 +183,5 @@ for _kind, _label in (("san", "stacked attention"), ("coatt", "parallel co-atten
                       ("hiecoatt", "hierarchical co-attention"), ("ban", "bilinear attention network")):
     experiment(f"ch09_{_kind}_features_short", f"relational set on frozen pretrained region features, {_label}, "
                "the earlier recipe (16 images a batch, 20 epochs, no warm-up), chapter 9")(
-        lambda ctx, k=_kind: _run_vqa(ctx, "features", k, SHORT_TRAINING[ctx.profile.name]))
+        lambda ctx, k=_kind: _run_vqa(ctx, "features", k, SHORT_TRAINING[ctx.profile.name],
+                                      {"transfer": "sum"} if "coatt" in k else None))

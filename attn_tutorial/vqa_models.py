@@ -253,12 +253,16 @@ def accuracy_by_type(model: nn.Module, split: VQASplit, vocab, batch_size: int =
 VQA_MODELS = {"none": NoAttentionVQA, "san": StackedAttentionVQA}
 
 
-def _run_vqa(ctx: RunContext, dataset: str, kind: str, overrides: dict | None = None) -> dict:
+def _run_vqa(ctx: RunContext, dataset: str, kind: str, overrides: dict | None = None,
+             model_options: dict | None = None) -> dict:
     """Train ``VQA_MODELS[kind]`` on ``dataset``: "relational" or "easy" from pixels, or
     "features": the relational set read through the frozen pretrained encoder of section 7.
-    ``overrides`` replace entries of the profile's training settings (e.g. ``{"epochs": 40}``)."""
+    ``overrides`` replace entries of the profile's training settings (e.g. ``{"epochs": 40}``);
+    ``model_options`` go to the model's constructor (e.g. ``{"transfer": "sum"}``) and into the record."""
     sizes, training = VQA_SIZES[ctx.profile.name], VQA_TRAINING[ctx.profile.name]
-    extra, options, options_fit = {}, {}, {}
+    extra, options, options_fit = {}, dict(model_options or {}), {}
+    if model_options:
+        extra["model_options"] = dict(model_options)
     if dataset in ("relational", "features"):
         train_full, test = relational_splits(ctx.profile.name)  # the data does not change with the seed
     else:

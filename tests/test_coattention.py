@@ -21,19 +21,36 @@ def pair():
     return regions, words, mask
 
 
-def test_parallel_co_attention_follows_lu_et_al(pair):
+@pytest.mark.parametrize("transfer", ["sum", "mean"])
+def test_parallel_co_attention_follows_lu_et_al(pair, transfer):
     regions, words, mask = pair
-    co = ParallelCoAttention(8, 8, hidden_dim=5)
+    co = ParallelCoAttention(8, 8, hidden_dim=5, transfer=transfer)
     v, q, a_v, a_q = co(regions, words)  # no mask: the paper's formulas, written out
     c = torch.tanh(words @ co.affinity @ regions.transpose(1, 2))  # (B, L, R)
-    h_v = torch.tanh(co.region(regions) + c.transpose(1, 2) @ co.word(words))
-    h_q = torch.tanh(co.word(words) + c @ co.region(regions))
+    n_words, n_regions = (words.shape[1], regions.shape[1]) if transfer == "mean" else (1, 1)
+    h_v = torch.tanh(co.region(regions) + c.transpose(1, 2) @ co.word(words) / n_words)
+    h_q = torch.tanh(co.word(words) + c @ co.region(regions) / n_regions)
     expected_a_v = torch.softmax(co.region_score(h_v).squeeze(-1), -1)
     expected_a_q = torch.softmax(co.word_score(h_q).squeeze(-1), -1)
     torch.testing.assert_close(a_v, expected_a_v)
     torch.testing.assert_close(a_q, expected_a_q)
     torch.testing.assert_close(v, torch.einsum("br,brd->bd", expected_a_v, regions))
     torch.testing.assert_close(q, torch.einsum("bl,bld->bd", expected_a_q, words))
+
+
+def test_mean_transfer_averages_over_the_real_words_only(pair):
+    """With a mask, a question of 4 real words divides its transfer by 4, not by the padded length."""
+    regions, words, mask = pair
+    co = ParallelCoAttention(8, 8, hidden_dim=5)
+    _, _, a_v, _ = co(regions, words, mask)
+    for b, length in enumerate(mask.sum(-1).tolist()):
+        _, _, alone, _ = co(regions[b:b + 1], words[b:b + 1, :length])  # the question without its padding
+        torch.testing.assert_close(a_v[b:b + 1], alone)
+
+
+def test_co_attention_rejects_an_unknown_transfer():
+    with pytest.raises(ValueError, match="transfer must be one of"):
+        ParallelCoAttention(8, 8, 5, transfer="max")
 
 
 @pytest.mark.parametrize("module", [ParallelCoAttention(8, 8, 5), AlternatingCoAttention(8, 5)])
