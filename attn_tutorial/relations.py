@@ -173,9 +173,9 @@ for _kind, _label in (("transformer", "self-attention between the 8 proposals an
     experiment(f"ch09_{_kind}_features", f"relational set on frozen pretrained region features, {_label}, "
                "chapter 9")(lambda ctx, k=_kind: _run_vqa(ctx, "features", k))
 
-# The recipe before FEATURE_TRAINING (16 images a batch, 20 epochs, no warm-up), kept as the contrast
-# that shows a comparison changing with the seed. Its records are the runs chapters 5, 7 and 8 made
-# with it (their names then were ch05_san_features, ch07_coatt_features, ...).
+# The recipe before FEATURE_TRAINING (16 images a batch, 20 epochs, no warm-up; co-attention with the
+# paper's summed transfer), kept as the contrast that shows a comparison changing with the seed. Its
+# records are the runs chapters 5, 7 and 8 made with it (named then ch05_san_features, ch07_coatt_features, ...).
 SHORT_TRAINING = {"smoke": {"epochs": 1, "images_per_batch": 8, "warmup_epochs": 0},
                   "cpu": {"epochs": 20, "images_per_batch": 16, "warmup_epochs": 0},
                   "full": {"epochs": 40, "images_per_batch": 32, "warmup_epochs": 0}}
