@@ -34,10 +34,11 @@ release: setup
 	$(PY) tools/classroom.py release
 
 ## grade: autograde a folder of submissions, each in a sandbox: make grade ASSIGNMENT=a1_masked_attention SUBMISSIONS=path/to/folder
-## (UNSAFE=1 grades without a sandbox where none can be made: only for submissions you trust)
+## (UNSAFE=1 grades without a sandbox where none can be made: only for submissions you trust;
+## ROSTER=file.csv maps students to Canvas/Moodle ids for canvas.csv and moodle.csv, see tools/grading/lms.toml)
 grade: setup
 	@test -n "$(ASSIGNMENT)" -a -n "$(SUBMISSIONS)" || { echo "usage: make grade ASSIGNMENT=<name> SUBMISSIONS=<folder>"; exit 2; }
-	$(PY) tools/classroom.py grade $(ASSIGNMENT) $(SUBMISSIONS) $(if $(UNSAFE),--unsafe)
+	$(PY) tools/classroom.py grade $(ASSIGNMENT) $(SUBMISSIONS) $(if $(UNSAFE),--unsafe) $(if $(ROSTER),--roster $(ROSTER))
 
 ## check-assignments: grade each assignment's solution, blank and wrong answers and check the points
 check-assignments: setup

@@ -8,11 +8,14 @@ points, whose ``### BEGIN HIDDEN TESTS`` regions the students never see.
         student versions (solutions and hidden tests removed, by nbgrader) -> DIR/student/<name>.ipynb
 
     python tools/classroom.py grade NAME SUBMISSIONS [--out DIR] [--timeout S] [--jobs N] [--unsafe]
+                                    [--roster CSV] [--lms-config TOML] [--no-lms]
         autograde every submitted notebook of assignment NAME in the folder SUBMISSIONS
         (``<student>.ipynb`` or ``<student>/<any>.ipynb``) -> DIR/grades.csv (one row per student,
         a column per test), DIR/feedback.csv (one row per student and test, with the message the
-        test gave), DIR/feedback/<student>.html (the student's page: no hidden test's code or inputs)
-        and DIR/work/<student>.json (everything recorded, for the teacher).
+        test gave), DIR/feedback/<student>.html (the student's page: no hidden test's code or inputs),
+        DIR/work/<student>.json (everything recorded, for the teacher), and DIR/canvas.csv and
+        DIR/moodle.csv for the learning platforms' grade import (``tools/grading/lms.py``, set up in
+        ``tools/grading/lms.toml``: titles, ids, and the roster mapping students to the platform's ids).
 
     python tools/classroom.py check [NAME ...] [--unsafe]
         prove that each assignment grades as intended: solution, blank, plausible wrong answers,
@@ -279,14 +282,18 @@ def write_tables(results: list[StudentResult], out: Path) -> None:
 
 def grade(name: str, submissions: Path, out: Path, timeout: float = 60.0, total_timeout: float | None = None,
           jobs: int | None = None, html: bool = True, unsafe: bool = False,
-          timeouts: dict[str, float] | None = None) -> list[StudentResult]:
+          timeouts: dict[str, float] | None = None, lms_export: bool = True, roster: Path | None = None,
+          lms_config: Path | None = None) -> list[StudentResult]:
     """Autograde every submission of ``name`` in ``submissions``, ``jobs`` at a time (default: one per
     CPU core), each in a sandbox (refused where none can be made, unless ``unsafe``); tables and,
     with ``html``, a feedback page per student into ``out``. ``timeouts`` gives some students a cell
     time limit of their own (the self-check's endless loop: it need not burn the full limit); they
-    are graded first, so that a long one does not end the run alone."""
+    are graded first, so that a long one does not end the run alone. With ``lms_export``, also the
+    learning platforms' files (``tools/grading/lms.py``; its settings and ``roster`` are checked
+    before any grading)."""
     from concurrent.futures import ThreadPoolExecutor  # noqa: PLC0415
 
+    import lms  # noqa: PLC0415
     import sandbox  # noqa: PLC0415
 
     timeouts = timeouts or {}
@@ -309,10 +316,13 @@ def grade(name: str, submissions: Path, out: Path, timeout: float = 60.0, total_
     elif sandbox.process_limit() == "none":
         print("warning: no limit on the number of processes a submission starts (the grader runs as root and "
               f"cannot write {sandbox.PIDS_V1}); memory and time limits still apply", file=sys.stderr)
+    export = lms.prepare(name, list(found), lms_config, roster, assignment_names()) if lms_export else None
     out = out.resolve()
     for old in ("work", "feedback"):
         shutil.rmtree(out / old, ignore_errors=True)
     out.mkdir(parents=True, exist_ok=True)
+    for stale in ("canvas.csv", "moodle.csv"):  # an old run's: written again below, or not at all
+        (out / stale).unlink(missing_ok=True)
     spec = assignment_spec(name)
     spec_file = out / "work" / "assignment.json"
     spec_file.parent.mkdir(parents=True)
@@ -330,12 +340,14 @@ def grade(name: str, submissions: Path, out: Path, timeout: float = 60.0, total_
         by_student = {r.student: r for r in pool.map(one, order)}
     results = [by_student[student] for student in found]
     write_tables(results, out)
+    exported = lms.write(export, lms.grades_from_results(results), out) if export else []
     if html:
         (out / "feedback").mkdir(exist_ok=True)
         for r in results:
             (out / "feedback" / f"{r.student}.html").write_text(feedback_page(name, spec, r))
     print(f"grades: {out / 'grades.csv'}; per-test feedback: {out / 'feedback.csv'}"
-          + (f"; feedback pages: {out / 'feedback'}" if html else ""))
+          + (f"; feedback pages: {out / 'feedback'}" if html else "")
+          + "".join(f"; {path.stem} import: {path}" for path in exported))
     return results
 
 
@@ -466,7 +478,8 @@ def check(name: str, out: Path, timeout: float = 20.0, robustness: bool = True, 
         # the endless loop is interrupted after LOOP_TIMEOUT s, not the full limit: any limit shows the
         # interruption, and the honest cells after it still run within the usual one after the restart
         graded = grade(name, folder, out / "grades", timeout, html=robustness, unsafe=unsafe,
-                       timeouts={"loops-forever": min(timeout, LOOP_TIMEOUT)} if robustness else None)
+                       timeouts={"loops-forever": min(timeout, LOOP_TIMEOUT)} if robustness else None,
+                       lms_export=False)  # its students are no class: no roster to map them
     finally:
         if server is not None:
             server.shutdown()
@@ -578,6 +591,11 @@ def main(argv: list[str] | None = None) -> int:
     grd.add_argument("--no-html", action="store_true", help="skip the feedback pages")
     grd.add_argument("--unsafe", action="store_true",
                      help="grade without a sandbox where none can be made (only for submissions you trust)")
+    grd.add_argument("--roster", type=Path, default=None,
+                     help="CSV mapping grader ids to Canvas/Moodle ids (default: roster.path of the LMS settings)")
+    grd.add_argument("--lms-config", type=Path, default=None,
+                     help="settings of canvas.csv and moodle.csv (default: tools/grading/lms.toml)")
+    grd.add_argument("--no-lms", action="store_true", help="write no canvas.csv and moodle.csv")
     chk = sub.add_parser("check", help="prove that assignments grade as intended (what CI runs)")
     chk.add_argument("names", nargs="*", help="assignments (default: all)")
     chk.add_argument("--out", type=Path, default=DEFAULT_OUT / "check")
@@ -594,7 +612,8 @@ def main(argv: list[str] | None = None) -> int:
         return 1 if problems else 0
     else:
         grade(args.name, args.submissions, args.out or DEFAULT_OUT / "grades" / args.name, args.timeout,
-              jobs=args.jobs, html=not args.no_html, unsafe=args.unsafe)
+              jobs=args.jobs, html=not args.no_html, unsafe=args.unsafe, lms_export=not args.no_lms,
+              roster=args.roster, lms_config=args.lms_config)
     return 0
 
 
