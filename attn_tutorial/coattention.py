@@ -36,9 +36,10 @@ class ParallelCoAttention(nn.Module):
     ``H^v = tanh(V W_v + C^T Q W_q / T)``, ``H^q = tanh(Q W_q + C V W_v / R)``, then
     ``a^v = softmax(H^v w_hv)`` over regions and ``a^q = softmax(H^q w_hq)`` over words.
     ``transfer="mean"`` divides each transfer by the number of terms it sums (T real words, R
-    regions); ``"sum"`` is the paper's form, whose size grows with R and saturates the tanh."""
+    regions), ``"sqrt"`` by its square root; ``"sum"`` is the paper's form, whose size grows with R
+    and saturates the tanh."""
 
-    TRANSFERS = ("mean", "sum")
+    TRANSFERS = ("mean", "sqrt", "sum")
 
     def __init__(self, region_dim: int, word_dim: int, hidden_dim: int, transfer: str = "mean"):
         super().__init__()
@@ -64,8 +65,9 @@ class ParallelCoAttention(nn.Module):
             n_words = word_mask.sum(-1).clamp(min=1).to(words.dtype)[:, None, None]
         wv, wq = self.region(regions), self.word(words)  # (B, R, d_a), (B, L, d_a)
         to_regions, to_words = c.transpose(1, 2) @ wq, c @ wv  # (B, R, d_a), (B, L, d_a)
-        if self.transfer == "mean":  # keep the tanh's input the same size whatever T and R
-            to_regions, to_words = to_regions / n_words, to_words / regions.shape[1]
+        if self.transfer != "sum":  # keep the tanh's input the same size whatever T and R
+            power = 1.0 if self.transfer == "mean" else 0.5
+            to_regions, to_words = to_regions / n_words ** power, to_words / regions.shape[1] ** power
         h_v = torch.tanh(wv + to_regions)  # (B, R, d_a)
         h_q = torch.tanh(wq + to_words)  # (B, L, d_a)
         a_v = torch.softmax(self.region_score(h_v).squeeze(-1), dim=-1)  # (B, R)
@@ -163,12 +165,13 @@ class HierarchicalCoAttentionVQA(nn.Module):
     the phrase level (:class:`PhraseFeatures`) and the question level (a BiLSTM over the phrases),
     answered recursively: ``h^w = tanh(W_w(q^w + v^w))``, ``h^p = tanh(W_p[q^p + v^p, h^w])``,
     ``h^s = tanh(W_s[q^s + v^s, h^p])``. Same ``forward`` as :class:`CoAttentionVQA`; the weights
-    come per level: ``(B, 3, R)`` and ``(B, 3, L)``."""
+    come per level: ``(B, 3, R)`` and ``(B, 3, L)``. Its transfers divide by square roots (``"sqrt"``):
+    averaged, the hierarchy stalled on the seed we tried (chapter 7)."""
 
     LEVELS = ("word", "phrase", "question")
 
     def __init__(self, vocab_size: int, num_answers: int, dim: int = 64, pad_id: int = 0,
-                 co_attention: str = "parallel", feature_dim: int | None = None, transfer: str = "mean"):
+                 co_attention: str = "parallel", feature_dim: int | None = None, transfer: str = "sqrt"):
         super().__init__()
         self.image = image_encoder(dim, feature_dim)
         self.embedding = nn.Embedding(vocab_size, dim, padding_idx=pad_id)
@@ -238,7 +241,11 @@ for _kind, _label in (("coatt", "parallel co-attention, one level"),
             lambda ctx, d=_dataset, k=_kind: _run_vqa(ctx, d, k, model_options={"transfer": "sum"}))
     experiment(f"ch07_{_kind}_features", f"relational set on frozen pretrained region features (chapter 5, "
                f"section 7), {_label}, chapter 7")(lambda ctx, k=_kind: _run_vqa(ctx, "features", k))
-# The same recipe with the paper's summed transfer: the contrast that measures what the average buys.
+# The same recipe with another transfer: the paper's sum (what the average buys), and the
+# hierarchy averaged (why it divides by square roots instead).
 experiment("ch07_coatt_features_sum", "relational set on frozen pretrained region features, parallel "
            "co-attention with the paper's summed transfer, chapter 7")(
     lambda ctx: _run_vqa(ctx, "features", "coatt", model_options={"transfer": "sum"}))
+experiment("ch07_hiecoatt_features_mean", "relational set on frozen pretrained region features, "
+           "hierarchical co-attention with averaged transfers, chapter 7")(
+    lambda ctx: _run_vqa(ctx, "features", "hiecoatt", model_options={"transfer": "mean"}))

@@ -21,13 +21,14 @@ def pair():
     return regions, words, mask
 
 
-@pytest.mark.parametrize("transfer", ["sum", "mean"])
+@pytest.mark.parametrize("transfer", ["sum", "mean", "sqrt"])
 def test_parallel_co_attention_follows_lu_et_al(pair, transfer):
     regions, words, mask = pair
     co = ParallelCoAttention(8, 8, hidden_dim=5, transfer=transfer)
     v, q, a_v, a_q = co(regions, words)  # no mask: the paper's formulas, written out
     c = torch.tanh(words @ co.affinity @ regions.transpose(1, 2))  # (B, L, R)
-    n_words, n_regions = (words.shape[1], regions.shape[1]) if transfer == "mean" else (1, 1)
+    power = {"sum": 0.0, "mean": 1.0, "sqrt": 0.5}[transfer]  # divide by the number of terms to this power
+    n_words, n_regions = words.shape[1] ** power, regions.shape[1] ** power
     h_v = torch.tanh(co.region(regions) + c.transpose(1, 2) @ co.word(words) / n_words)
     h_q = torch.tanh(co.word(words) + c @ co.region(regions) / n_regions)
     expected_a_v = torch.softmax(co.region_score(h_v).squeeze(-1), -1)
