@@ -67,6 +67,7 @@ MODELS: dict[str, tuple[str, str]] = {  # key -> (display label, colour)
     "none": ("no attention", GREY),
     "san": ("stacked attention (SAN)", BLUE),
     "coatt": ("parallel co-attention", GREEN),
+    "coatt_sum": ("parallel co-attention, summed transfer", YELLOW),
     "hiecoatt": ("hierarchical co-attention", SKY),
     "ban": ("bilinear attention (BAN)", RED),
     "transformer": ("self-attention between regions", ORANGE),

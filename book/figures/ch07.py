@@ -105,6 +105,7 @@ def alternating_coattention_figure():
 
 
 MODELS = [("ch07_coatt_features", f"{model_label('coatt')}, features", model_colour("coatt"), False),
+          ("ch07_coatt_features_sum", f"{model_label('coatt_sum')}, features", model_colour("coatt_sum"), False),
           ("ch07_hiecoatt_features", f"{model_label('hiecoatt')}, features", model_colour("hiecoatt"), False),
           ("ch07_coatt_relational", f"{model_label('coatt')}, from pixels", model_colour("coatt"), True),
           ("ch07_hiecoatt_relational", f"{model_label('hiecoatt')}, from pixels", model_colour("hiecoatt"), True)]

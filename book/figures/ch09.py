@@ -250,8 +250,9 @@ def results_guide():
     relnet = _mean("ch09_relnet_features", "relational")
     easy = _mean("ch05_none_easy", "accuracy")
     leaf(4.1, 3.55, 3.8, 1.35, "find one named object: question-guided",
-         f"found and counted on BAN (ch. 8) {good('ch08_ban_features')},\nSAN (ch. 5) {good('ch05_san_features')}, "
-         f"parallel co-attention\n(ch. 7) {good('ch07_coatt_features')}; report every seed", model="ban")
+         f"found and counted on BAN (ch. 8) {good('ch08_ban_features')},\nhierarchical co-attention (ch. 7) "
+         f"{good('ch07_hiecoatt_features')},\nSAN (ch. 5) {good('ch05_san_features')}, parallel co-attention "
+         f"{good('ch07_coatt_features')};\nreport every seed", model="ban")
     leaf(4.1, 2.05, 3.8, 1.3, "compare two objects: between regions",
          f"self-attention over proposals (ch. 9)\n{rel:.1f} % relational ({good('ch09_transformer_features')}), "
          f"relation\nnetwork {relnet:.1f} %; needs proposals, and\nfinds and counts too, at 2x parameters",
