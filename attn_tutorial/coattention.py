@@ -109,6 +109,8 @@ CO_ATTENTION = {"parallel": ParallelCoAttention, "alternating": AlternatingCoAtt
 
 
 def _co_attention(kind: str, dim: int, transfer: str = "mean") -> nn.Module:
+    """One co-attention of ``kind``; ``transfer`` applies to parallel co-attention only (the
+    alternating form transfers nothing through an affinity, so there is nothing to scale)."""
     if kind not in CO_ATTENTION:
         raise ValueError(f"co-attention must be one of {sorted(CO_ATTENTION)}, got {kind!r}")
     return ParallelCoAttention(dim, dim, dim, transfer) if kind == "parallel" else AlternatingCoAttention(dim, dim)
