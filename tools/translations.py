@@ -1,0 +1,355 @@
+"""The Chinese edition's message catalogues (hand-written infrastructure; `make translations`).
+
+The book is written in English; its Chinese edition is made by Sphinx's gettext workflow. Every
+paragraph, heading, table cell, caption and alt text of every page (notebooks' markdown cells
+included) is one message; ``locales/zh_CN/LC_MESSAGES/<page>.po`` holds each message's
+translation. Code cells are single-source and stay as they are.
+
+    python tools/translations.py update          # extract the English, merge it into the catalogues
+    python tools/translations.py check           # what the test command asserts (exit 1 on a problem)
+    python tools/translations.py stats           # messages and words per page, translated or not
+    python tools/translations.py todo PAGE       # the messages of a page still to translate, as JSON
+    python tools/translations.py fill PAGE FILE  # take translations from a JSON file {key: msgstr}
+
+``update`` extracts the messages (``sphinx-build -b gettext``, notebooks not executed) and merges
+them into the catalogues with Babel: a new message is untranslated; a changed one keeps its old
+translation but is marked fuzzy, with the English it was made for (``#| msgid``), until someone
+checks it; messages that no longer exist are dropped. Messages with nothing to translate (numbers,
+math, code, the Chinese column of the term table) are filled with themselves.
+
+``check`` fails when a message is untranslated or fuzzy, when a catalogue is out of date with the
+English, or when a translation breaks fidelity: every number, math span, inline code span, role or
+link target and footnote of the English must appear unchanged in the translation (and no number
+may appear that the English does not have), and the course's strict terms (``book/terms_zh.csv``)
+must be translated as the term table says. A change to the English therefore fails the test
+command until its translation follows: run ``make translations``, translate what ``todo`` lists,
+``fill`` it, and run ``check``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import hashlib
+import json
+import re
+import shutil
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+from babel.messages.catalog import Catalog
+from babel.messages.pofile import read_po, write_po
+
+ROOT = Path(__file__).resolve().parent.parent
+LANGUAGE = "zh_CN"
+LOCALES = ROOT / "locales" / LANGUAGE / "LC_MESSAGES"
+POT_DIR = ROOT / "_build" / "gettext"
+TERMS = ROOT / "book" / "terms_zh.csv"
+WIDTH = 76  # Babel's line width; one width keeps the catalogues' diffs small
+
+ROLE = re.compile(r"\{([\w:.+-]+)\}`([^`]*)`")
+CODE = re.compile(r"``(.+?)``|`([^`]+)`")
+MATH = re.compile(r"\$\$(.+?)\$\$|\$([^$\n]+?)\$", re.S)
+LINK = re.compile(r"\]\(([^)\s]+)\)")
+AUTOLINK = re.compile(r"<(https?://[^>\s]+)>|(?<![(<])(https?://[^\s)>\]]+)")
+FOOTNOTE = re.compile(r"\[\^[\w-]+\]")
+SUBSTITUTION = re.compile(r"\{\{[^}]*\}\}")
+NUMBER = re.compile(r"(?<![\w.])\d+(?:[.,]\d+)*")
+CJK = re.compile(r"[\u3400-\u9fff]")
+LETTERS = re.compile(r"[A-Za-z]{2,}")
+
+
+# ---------------------------------------------------------------------------------- fidelity
+def role_target(name: str, content: str) -> str:
+    """What a role points at: ``<target>`` when it has a title, else its whole content (a
+    citation key, a label, a page, a glossary term, a math span)."""
+    explicit = re.search(r"<([^<>]+)>\s*$", content)
+    if explicit and name not in ("math",):
+        return explicit.group(1).strip()
+    return content.strip()
+
+
+def tokens(text: str) -> dict[str, Counter]:
+    """The parts of a message that a translation must keep unchanged, by kind."""
+    found = {kind: Counter() for kind in ("role", "code", "math", "link", "footnote", "number")}
+    rest = text
+    for match in ROLE.finditer(rest):
+        name, content = match.groups()
+        found["role"][f"{{{name}}}{role_target(name, content)}"] += 1
+    rest = ROLE.sub(" ", rest)
+    for match in CODE.finditer(rest):
+        found["code"][match.group(1) or match.group(2)] += 1
+    rest = CODE.sub(" ", rest)
+    for match in MATH.finditer(rest):
+        found["math"][(match.group(1) or match.group(2)).strip()] += 1
+    rest = MATH.sub(" ", rest)
+    for pattern in (LINK, AUTOLINK):
+        for match in pattern.finditer(rest):
+            found["link"][next(g for g in match.groups() if g)] += 1
+        rest = pattern.sub(" ", rest)
+    for match in FOOTNOTE.finditer(rest):
+        found["footnote"][match.group(0)] += 1
+    rest = FOOTNOTE.sub(" ", SUBSTITUTION.sub(" ", rest))
+    for match in NUMBER.finditer(rest):
+        found["number"][match.group(0)] += 1
+    return found
+
+
+def prose(text: str) -> str:
+    """A message without its roles' targets, code, math, links and numbers: what is translated."""
+    rest = ROLE.sub(lambda m: " " + (re.sub(r"<[^<>]+>\s*$", "", m.group(2)) if "<" in m.group(2) else "") + " ", text)
+    for pattern in (CODE, MATH, LINK, AUTOLINK, FOOTNOTE, SUBSTITUTION, NUMBER):
+        rest = pattern.sub(" ", rest)
+    return rest
+
+
+def fidelity_problems(msgid: str, msgstr: str) -> list[str]:
+    """What a translation changed that it must keep: [] when it is faithful."""
+    problems = []
+    source, target = tokens(msgid), tokens(msgstr)
+    for kind in source:
+        missing = source[kind] - target[kind]
+        extra = target[kind] - source[kind]
+        if missing:
+            problems.append(f"{kind} missing or changed: {', '.join(map(repr, missing.elements()))}")
+        if extra and kind in ("number", "math", "role", "footnote"):
+            problems.append(f"{kind} not in the English: {', '.join(map(repr, extra.elements()))}")
+    return problems
+
+
+# ---------------------------------------------------------------------------------- terms
+def load_terms() -> list[dict]:
+    """The term table: English, Chinese, whether the check enforces it, a note."""
+    with open(TERMS, encoding="utf-8", newline="") as handle:
+        rows = csv.DictReader(handle, fieldnames=["english", "chinese", "strict", "note"])
+        next(rows)  # the header the glossary shows
+        return [{**row, "strict": "yes" if row["strict"].strip().lower() in ("yes", "是") else "no"} for row in rows]
+
+
+def term_pattern(english: str) -> re.Pattern:
+    words = [re.escape(w) for w in re.split(r"[\s-]+", english)]
+    return re.compile(r"(?<![\w-])" + r"[\s-]+".join(words) + r"(?:s|es)?(?![\w-])", re.I)
+
+
+def term_problems(msgid: str, msgstr: str, terms: list[dict]) -> list[str]:
+    """Strict terms of the English prose that the translation renders otherwise."""
+    text = prose(msgid)
+    problems = []
+    for term in terms:
+        if term["strict"] != "yes" or not term_pattern(term["english"]).search(text):
+            continue
+        if term["chinese"] in msgstr or term_pattern(term["english"]).search(msgstr):
+            continue  # the term's Chinese, or the English kept as a name
+        problems.append(f"term {term['english']!r} should be {term['chinese']!r}")
+    return problems
+
+
+# ---------------------------------------------------------------------------------- catalogues
+def key(msgid: str) -> str:
+    """A short, stable name for a message (for ``todo`` and ``fill``)."""
+    return hashlib.sha1(msgid.encode("utf-8")).hexdigest()[:10]
+
+
+def nothing_to_translate(msgid: str, terms: list[dict]) -> bool:
+    """Numbers, math, code, links only; or a cell of the term table's Chinese column or a term."""
+    if CJK.search(msgid) or msgid in {t["english"] for t in terms}:
+        return True
+    return not LETTERS.search(prose(msgid))
+
+
+def page_of(path: Path, base: Path) -> str:
+    return path.relative_to(base).with_suffix("").as_posix()
+
+
+def read(path: Path, template: bool = False) -> Catalog:
+    with open(path, "rb") as handle:
+        return read_po(handle, locale=None if template else LANGUAGE)
+
+
+def write(catalog: Catalog, path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "wb") as handle:
+        write_po(handle, catalog, width=WIDTH, ignore_obsolete=True, include_previous=True, sort_output=False)
+
+
+def extract() -> list[Path]:
+    """Write the English messages to ``_build/gettext/<page>.pot`` (no notebook is executed)."""
+    sys.path.insert(0, str(ROOT / "tools"))
+    from build import write_conf  # noqa: PLC0415
+
+    write_conf()
+    shutil.rmtree(POT_DIR, ignore_errors=True)
+    cmd = [sys.executable, "-m", "sphinx", "-b", "gettext", str(ROOT), str(POT_DIR), "-c", str(ROOT), "-q",
+           "-d", str(ROOT / "_build" / ".doctrees" / "gettext"), "-D", "nb_execution_mode=off", "-E"]
+    out = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
+    if out.returncode != 0:
+        raise SystemExit(f"extracting the messages failed:\n{out.stdout}\n{out.stderr}")
+    return sorted(p for p in POT_DIR.rglob("*.pot") if not p.relative_to(POT_DIR).parts[0].startswith("_"))
+
+
+def update(only: set[str] | None = None) -> list[str]:
+    """Merge the English into the catalogues (of the pages ``only``, else all); return what changed."""
+    terms = load_terms()
+    report = []
+    pages = set()
+    for pot_path in extract():
+        page = page_of(pot_path, POT_DIR)
+        pages.add(page)
+        if only and page not in only:
+            continue
+        template = read(pot_path, template=True)
+        po_path = LOCALES / f"{page}.po"
+        if po_path.is_file():
+            catalog = read(po_path)
+            catalog.update(template, update_header_comment=False, update_creation_date=False)
+        else:
+            catalog = Catalog(locale=LANGUAGE, project="Attention, step by step", fuzzy=False)
+            catalog.update(template, update_creation_date=False)
+        catalog.project, catalog.fuzzy = "Attention, step by step", False
+        filled = 0
+        for message in catalog:
+            if message.id and (not message.string or message.fuzzy) and nothing_to_translate(message.id, terms):
+                message.string, filled = message.id, filled + 1
+                message.flags.discard("fuzzy")
+                message.previous_id = []
+        catalog.obsolete.clear()
+        write(catalog, po_path)
+        todo = sum(1 for m in catalog if m.id and (not m.string or m.fuzzy))
+        report.append(f"{page}: {len(template)} messages, {todo} to translate" + (f", {filled} filled with themselves" if filled else ""))
+    for po_path in sorted(LOCALES.rglob("*.po")):
+        if page_of(po_path, LOCALES) not in pages and not only:
+            po_path.unlink()
+            report.append(f"{page_of(po_path, LOCALES)}: removed (the page no longer exists)")
+    return report
+
+
+def check(extract_first: bool = True, only: set[str] | None = None) -> list[str]:
+    """Every problem of the catalogues (of the pages ``only``, else all) against the English, as
+    lines (empty: all is well)."""
+    terms = load_terms()
+    pots = extract() if extract_first else sorted(p for p in POT_DIR.rglob("*.pot") if not p.relative_to(POT_DIR).parts[0].startswith("_"))
+    problems = []
+    pages = set()
+    for pot_path in pots:
+        page = page_of(pot_path, POT_DIR)
+        pages.add(page)
+        if only and page not in only:
+            continue
+        po_path = LOCALES / f"{page}.po"
+        if not po_path.is_file():
+            problems.append(f"{page}: no catalogue ({po_path.relative_to(ROOT)}); run make translations")
+            continue
+        english = {m.id for m in read(pot_path, template=True) if m.id}
+        catalog = read(po_path)
+        have = {m.id: m for m in catalog if m.id}
+        for msgid in english - set(have):
+            problems.append(f"{page} [{key(msgid)}]: not in the catalogue (the English changed; run make translations): {msgid[:70]!r}")
+        for msgid in set(have) - english:
+            problems.append(f"{page} [{key(msgid)}]: out of date (no longer in the English; run make translations): {msgid[:70]!r}")
+        if catalog.obsolete:
+            problems.append(f"{page}: {len(catalog.obsolete)} obsolete messages; run make translations")
+        for msgid in english & set(have):
+            message = have[msgid]
+            where = f"{page} [{key(msgid)}]"
+            if not message.string:
+                problems.append(f"{where}: untranslated: {msgid[:70]!r}")
+            elif message.fuzzy:
+                problems.append(f"{where}: fuzzy (the English changed; check the translation): {msgid[:70]!r}")
+            else:
+                problems += [f"{where}: {p}" for p in fidelity_problems(msgid, message.string) + term_problems(msgid, message.string, terms)]
+    for po_path in sorted(LOCALES.rglob("*.po")):
+        if page_of(po_path, LOCALES) not in pages and not only:
+            problems.append(f"{page_of(po_path, LOCALES)}: a catalogue for a page that does not exist; run make translations")
+    return problems
+
+
+def stats() -> list[tuple[str, int, int, int, int]]:
+    """(page, messages, translated, English words, words translated) per catalogue."""
+    rows = []
+    for po_path in sorted(LOCALES.rglob("*.po")):
+        catalog = read(po_path)
+        messages = [m for m in catalog if m.id]
+        done = [m for m in messages if m.string and not m.fuzzy]
+        rows.append((page_of(po_path, LOCALES), len(messages), len(done),
+                     sum(len(m.id.split()) for m in messages), sum(len(m.id.split()) for m in done)))
+    return rows
+
+
+def todo(page: str) -> dict:
+    """The messages of ``page`` still to translate: {key: {"english", "previous english"?, "old translation"?}}."""
+    catalog = read(LOCALES / f"{page}.po")
+    out = {}
+    for message in catalog:
+        if message.id and (not message.string or message.fuzzy):
+            entry = {"english": message.id}
+            if message.fuzzy and message.string:
+                entry["old translation"] = message.string
+                if message.previous_id:
+                    entry["previous english"] = message.previous_id[0] if isinstance(message.previous_id, list) else message.previous_id
+            out[key(message.id)] = entry
+    return out
+
+
+def fill(page: str, translations: dict[str, str]) -> list[str]:
+    """Set the translations of ``page`` from {key: msgstr}; return the fidelity problems of those set."""
+    terms = load_terms()
+    path = LOCALES / f"{page}.po"
+    catalog = read(path)
+    by_key = {key(m.id): m for m in catalog if m.id}
+    problems = []
+    for k, text in translations.items():
+        message = by_key.get(k)
+        if message is None:
+            problems.append(f"[{k}]: no such message in {page} (is the key from an older `todo`?)")
+            continue
+        message.string = text
+        message.flags.discard("fuzzy")
+        message.previous_id = []
+        problems += [f"[{k}]: {p}" for p in fidelity_problems(message.id, text) + term_problems(message.id, text, terms)]
+    write(catalog, path)
+    return problems
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    upd = sub.add_parser("update", help="extract the English and merge it into the catalogues")
+    upd.add_argument("--page", action="append", help="only this page's catalogue (repeatable)")
+    chk = sub.add_parser("check", help="coverage, fuzzy, out of date, fidelity and terms (exit 1 on a problem)")
+    chk.add_argument("--no-extract", action="store_true", help="use the .pot files already in _build/gettext")
+    chk.add_argument("--page", action="append", help="only this page (repeatable), e.g. chapters/03_multihead_self_attention")
+    sub.add_parser("stats", help="messages and words per page")
+    td = sub.add_parser("todo", help="the messages of a page still to translate, as JSON")
+    td.add_argument("page", help="e.g. chapters/03_multihead_self_attention")
+    fl = sub.add_parser("fill", help="set translations from a JSON file {key: msgstr}")
+    fl.add_argument("page")
+    fl.add_argument("file", type=Path)
+    args = parser.parse_args(argv)
+    if args.command == "update":
+        print("\n".join(update(set(args.page) if args.page else None)))
+    elif args.command == "check":
+        problems = check(extract_first=not args.no_extract, only=set(args.page) if args.page else None)
+        rows = stats()
+        messages, done = sum(r[1] for r in rows), sum(r[2] for r in rows)
+        print(f"Chinese edition: {done} of {messages} messages translated, {len(problems)} problems")
+        print("\n".join(problems[:200]) + (f"\n... and {len(problems) - 200} more" if len(problems) > 200 else ""))
+        return 1 if problems else 0
+    elif args.command == "stats":
+        rows = stats()
+        for page, n, d, w, wd in rows:
+            print(f"{page:45s} {d:5d}/{n:<5d} messages {wd:6d}/{w:<6d} words")
+        print(f"{'all':45s} {sum(r[2] for r in rows):5d}/{sum(r[1] for r in rows):<5d} messages "
+              f"{sum(r[4] for r in rows):6d}/{sum(r[3] for r in rows):<6d} words")
+    elif args.command == "todo":
+        print(json.dumps(todo(args.page), ensure_ascii=False, indent=1))
+    elif args.command == "fill":
+        problems = fill(args.page, json.loads(args.file.read_text(encoding="utf-8")))
+        print("\n".join(problems) if problems else "filled; no fidelity or term problems")
+        return 1 if problems else 0
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
