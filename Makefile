@@ -6,7 +6,7 @@ PY     := $(VENV)/bin/python
 MAKE_STARTED := $(shell date +%s)
 STAMP  := $(VENV)/.installed-$(shell cat requirements.lock pyproject.toml | sha1sum | cut -c1-12)
 
-.PHONY: setup book student test quick bench figures export check serve clean release grade check-assignments dry-run estimate gpu-run
+.PHONY: setup book student translations test quick bench figures export check serve clean release grade check-assignments dry-run estimate gpu-run
 
 setup: $(STAMP)
 
@@ -21,9 +21,16 @@ $(STAMP): requirements.lock pyproject.toml
 	@echo $$(( $$(date +%s) - $(MAKE_STARTED) )) > $(VENV)/.setup-seconds  # reported by make test
 	@echo "Environment ready in $(VENV) ($$(du -sh $(VENV) | cut -f1))."
 
-## book: execute every notebook (profile from the hardware or $ATTN_PROFILE) and build _build/html
+## book: execute every notebook (profile from the hardware or $ATTN_PROFILE) and build the English
+## edition in _build/html and the Chinese one in _build/html/zh (the notebooks execute once, for both)
 book: setup
 	$(PY) tools/build.py book
+
+## translations: after a change to the English, merge it into the Chinese catalogues (locales/zh_CN)
+## and list what is left to translate (see locales/README.md); make test fails until it is done
+translations: setup
+	$(PY) tools/translations.py update
+	$(PY) tools/translations.py stats
 
 ## student: the same book with the solutions of the exercises hidden, in _build/student/html
 student: setup

@@ -87,6 +87,8 @@ class PageReport:
     mathjax: str = ""
     figures: list = field(default_factory=list)  # {src, alt, loaded} of each content image
     screenshot: str | None = None
+    lang: str = ""  # the page's <html lang>
+    fonts: list = field(default_factory=list)  # with fonts_of: the fonts that drew its Chinese text
 
     @property
     def problems(self) -> list[str]:
@@ -144,11 +146,16 @@ class _QuietHandler(http.server.SimpleHTTPRequestHandler):
         pass
 
 
+EDITION_DIRS = ("zh",)  # the Chinese edition lives inside the English one's folder
+
+
 def html_pages(site: Path) -> list[str]:
-    """Pages to check: every HTML page except Sphinx's generated index/search pages."""
+    """Pages to check: every HTML page of this edition except Sphinx's generated index/search pages
+    (the Chinese edition in ``zh/`` is a site of its own)."""
     skip = {"genindex.html", "search.html", "index.html"}
     return sorted(p.relative_to(site).as_posix() for p in site.rglob("*.html")
-                  if p.name not in skip and "_static" not in p.parts and "_sources" not in p.parts)
+                  if p.name not in skip and "_static" not in p.parts and "_sources" not in p.parts
+                  and p.relative_to(site).parts[0] not in EDITION_DIRS)
 
 
 def _local_only(base: str, report: PageReport):
@@ -165,9 +172,36 @@ def _local_only(base: str, report: PageReport):
     return route
 
 
+# Marks the first element matching a selector whose text has Chinese characters (for the font probe).
+MARK_CJK_JS = """
+(selector) => { const el = Array.from(document.querySelectorAll(selector))
+  .find(e => /[\u3400-\u9fff]/.test(e.textContent));
+  if (el) { el.setAttribute('data-cjk-probe', '1'); return true; } return false; }
+"""
+
+
+def platform_fonts(page, selector: str) -> list[dict]:
+    """The fonts Chromium really drew the Chinese text of ``selector`` with (DevTools'
+    ``CSS.getPlatformFontsForNode``: family and glyph count; a missing glyph's box has no CJK font)."""
+    if not page.evaluate(MARK_CJK_JS, selector):
+        return []
+    cdp = page.context.new_cdp_session(page)
+    cdp.send("DOM.enable")
+    cdp.send("CSS.enable")
+    root = cdp.send("DOM.getDocument")["root"]["nodeId"]
+    node = cdp.send("DOM.querySelector", {"nodeId": root, "selector": "[data-cjk-probe]"})["nodeId"]
+    fonts = cdp.send("CSS.getPlatformFontsForNode", {"nodeId": node})["fonts"]
+    cdp.detach()
+    return fonts
+
+
 def check_site(site: str | Path, pages: list[str] | None = None, chromium: str | None = None,
-               timeout_ms: int = 30_000, screenshots: Path | None = None, workers: int = 1) -> list[PageReport]:
+               timeout_ms: int = 30_000, screenshots: Path | None = None, workers: int = 1,
+               fonts_of: str | None = None) -> list[PageReport]:
     """Open each page of a built site in headless Chromium; return one report per page.
+
+    With ``fonts_of`` (a CSS selector), each report also lists the fonts that drew the Chinese text
+    of the first matching element.
 
     With ``screenshots``, each theory page (``chapters/*.html``) is also saved there as a PNG of its
     first screen, for the build artefacts. ``workers`` > 1 splits the pages between that many
@@ -211,6 +245,9 @@ def check_site(site: str | Path, pages: list[str] | None = None, chromium: str |
                 report.untypeset_math = [s["text"] for s in states if s["raw"] or not s["rendered"]]
                 report.broken_images = page.evaluate(IMAGES_JS)
                 report.figures = page.evaluate(FIGURES_JS)
+                report.lang = page.evaluate("() => document.documentElement.lang")
+                if fonts_of:
+                    report.fonts = platform_fonts(page, fonts_of)
                 if screenshots is not None and rel.startswith("chapters/"):
                     screenshots.mkdir(parents=True, exist_ok=True)
                     shot = screenshots / (Path(rel).stem + ".png")

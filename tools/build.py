@@ -1,12 +1,13 @@
 """Build the course book (hand-written infrastructure; called by the Makefile).
 
-    python tools/build.py book [--profile P] [--student] [--strict] [--out DIR] [--root DIR]
+    python tools/build.py book [--profile P] [--student] [--strict] [--out DIR] [--root DIR] [--language L]
     python tools/build.py ipynb --out DIR       # text notebooks -> .ipynb (no outputs)
 
 The book is built with sphinx-build from a conf.py that ``jupyter-book config sphinx`` generates
 out of ``_config.yml``, so that each run profile gets its own execution cache (the notebooks'
 code is the same in every profile, their outputs are not) and the student build can hide
-solutions. MathJax is copied from a PyPI package so that pages render offline.
+solutions. The Chinese edition is built from the same sources and the catalogues in
+``locales/zh_CN`` into ``<out>/zh`` (``--language`` builds one edition). MathJax is copied from a PyPI package so that pages render offline.
 
 A notebook that fails or times out makes the build fail (exit 1) whatever Sphinx says: the local
 extension (book/_ext/course_ext.py) writes each notebook's outcome to ``<out>/execution.json``
@@ -148,7 +149,11 @@ class ProgressTail(threading.Thread):
         return offset + len(text.encode("utf-8"))
 
 
-def sphinx_command(root: Path, out: Path, cache: str, student: bool, strict: bool, jobs: str) -> list[str]:
+EDITIONS = {"en": "", "zh_CN": "zh"}  # language -> its folder inside the English edition's output
+
+
+def sphinx_command(root: Path, out: Path, cache: str, student: bool, strict: bool, jobs: str,
+                   language: str = "en", other_edition: str = "") -> list[str]:
     build = root / "_build"
     variant = f"{out.relative_to(build) if out.is_relative_to(build) else out.name}".replace("/", "_")
     cmd = [
@@ -158,6 +163,10 @@ def sphinx_command(root: Path, out: Path, cache: str, student: bool, strict: boo
     ]
     if student:
         cmd += ["-D", "hide_solutions=1"]
+    if language != "en":
+        cmd += ["-D", f"language={language}"]
+    if other_edition:  # the language switch's path from this edition's root to the other's
+        cmd += ["-D", f"course_other_edition={other_edition}"]
     if strict:
         cmd += ["-W", "-n", "--keep-going"]
     return cmd
@@ -206,12 +215,18 @@ def ensure_data() -> None:
 
 
 def build_book(profile: str, out: Path, student: bool, strict: bool, jobs: str = "1", root: Path = ROOT,
-               draw_figures: bool = True) -> int:
-    """Build the book at ``root`` into ``out``; non-zero when Sphinx failed or a notebook did not execute.
+               draw_figures: bool = True, languages: tuple[str, ...] = ("en", "zh_CN")) -> int:
+    """Build the book at ``root`` into ``out`` (English) and ``out/zh`` (Chinese); non-zero when
+    Sphinx failed or a notebook did not execute.
 
-    The figures of the theory pages are drawn from code (book/figures) first, unless
-    ``draw_figures`` is false (the test command checks them for drift once and builds twice).
+    The notebooks execute once, for the first edition built; the second reads their outputs from
+    the same execution cache. The Chinese edition is built only for the course itself (not the
+    student edition, nor the tests' tiny books, which have no translations). The figures of the
+    theory pages are drawn from code (book/figures) first, unless ``draw_figures`` is false (the
+    test command checks them for drift once and builds twice).
     """
+    if root != ROOT or student:
+        languages = tuple(lang for lang in languages if lang == "en") or ("en",)
     if root == ROOT:
         copy_mathjax()  # the course's _config.yml points mathjax_path at this copy
         ensure_data()
@@ -219,9 +234,20 @@ def build_book(profile: str, out: Path, student: bool, strict: bool, jobs: str =
             subprocess.run([sys.executable, str(ROOT / "tools" / "figures.py")], check=True, cwd=ROOT)
     write_conf(root)
     env = book_env(profile, root)
-    cmd = sphinx_command(root, out, env["ATTN_NB_CACHE"], student, strict, jobs)
     print_estimate(profile, env, root)
-    print(f"Building the book: profile {profile}{', student edition' if student else ''} -> {out}", flush=True)
+    both = set(languages) == set(EDITIONS)
+    code = 0
+    for language in languages:
+        target = out if language == "en" else out / EDITIONS[language]
+        other = ("zh/" if language == "en" else "../") if both else ""
+        cmd = sphinx_command(root, target, env["ATTN_NB_CACHE"], student, strict, jobs, language, other)
+        code = _run_sphinx(cmd, target, root, env, profile, student, language) or code
+    return code
+
+
+def _run_sphinx(cmd: list[str], out: Path, root: Path, env: dict, profile: str, student: bool, language: str) -> int:
+    edition = {"en": "English", "zh_CN": "Chinese"}.get(language, language)
+    print(f"Building the book ({edition}): profile {profile}{', student edition' if student else ''} -> {out}", flush=True)
     (out / EXECUTION_REPORT).unlink(missing_ok=True)  # never read the report of an earlier build
     tail = ProgressTail(Path(env["ATTN_PROGRESS_FILE"]))
     tail.start()
@@ -241,9 +267,10 @@ def build_book(profile: str, out: Path, student: bool, strict: bool, jobs: str =
         code = code or 1
     if code == 0:
         (out / ".nojekyll").touch()  # GitHub Pages must serve _static/, _sources/ as they are
-        print(f"\nBuilt in {seconds:.0f} s: {out / 'index.html'}")
-        print(f"Serve it locally:  python -m http.server --directory {_shown(out, root)} 8000"
-              "   then open http://localhost:8000")
+        print(f"\nBuilt the {edition} edition in {seconds:.0f} s: {out / 'index.html'}")
+        if language == "en":
+            print(f"Serve it locally:  python -m http.server --directory {_shown(out, root)} 8000"
+                  "   then open http://localhost:8000 (the Chinese edition: /zh/)")
     return code
 
 
@@ -270,6 +297,8 @@ def main(argv: list[str] | None = None) -> int:
     book.add_argument("--out", type=Path, default=None, help="output folder (default _build/html)")
     book.add_argument("-j", "--jobs", default="1")
     book.add_argument("--no-figures", action="store_true", help="use the committed SVGs without redrawing them")
+    book.add_argument("--language", choices=["all", *EDITIONS], default="all",
+                      help="the English edition (en), the Chinese one (zh_CN, into OUT/zh) or both (default)")
     book.add_argument("--root", type=Path, default=ROOT, help="the book to build (default: this course; the tests build tiny ones)")
     nb = sub.add_parser("ipynb", help="write .ipynb versions of the notebooks")
     nb.add_argument("--out", type=Path, default=BUILD / "ipynb")
@@ -281,7 +310,9 @@ def main(argv: list[str] | None = None) -> int:
     profile = args.profile or default_profile()
     root = args.root.resolve()
     out = (args.out or (root / "_build" / ("student/html" if args.student else "html"))).resolve()
-    return build_book(profile, out, args.student, args.strict, args.jobs, root, draw_figures=not args.no_figures)
+    languages = tuple(EDITIONS) if args.language == "all" else (args.language,)
+    return build_book(profile, out, args.student, args.strict, args.jobs, root, draw_figures=not args.no_figures,
+                      languages=languages)
 
 
 if __name__ == "__main__":

@@ -4,6 +4,7 @@
     python tools/figures.py --check    # exit 1 when a committed SVG differs from what the code draws
     python tools/figures.py ch03 ch04  # only the figures of these chapters
     python tools/figures.py ch03 --preview /tmp/fig   # also PNG previews to look at
+    python tools/figures.py --labels   # add the texts of new figures to the Chinese label table
 
 Each ``book/figures/chNN.py`` registers its figures with ``_common.figure``. Explanatory figures
 compute their tiny examples with torch and the package; results figures read ``book/results``,
@@ -14,6 +15,11 @@ from the committed one by up to ``TOLERANCE`` points, everything else must be id
 last bits of a float32 computation depend on the CPU's kernels (AVX-512 or not), and one figure
 drawn on two machines differed by 0.00001 pt in a few coordinates; a real change moves a point
 by far more, or changes a label's glyphs.
+
+Every figure is drawn twice: ``<name>.svg`` in English and ``<name>.zh_CN.svg`` for the Chinese
+edition, whose texts come from the label table ``book/figures/labels_zh.json`` (English text ->
+Chinese) and whose Chinese characters are drawn in a Chinese font (embedded as paths). A text with
+no entry stays English; ``tools/translations.py check`` fails while one has none.
 
 A figure module whose inputs did not change is not drawn again: ``book/figures/inputs.json``
 (written when the figures are drawn, committed with them) holds, per module, a digest of everything
@@ -64,10 +70,12 @@ def shared_inputs_digest() -> str:
     """A digest of what every figure module may read: the shared helpers, the package, the records
     and the versions of the libraries that compute and draw."""
     digest = hashlib.sha256()
-    files = [("_common.py", FIGURES / "_common.py")]
+    files = [("_common.py", FIGURES / "_common.py"), ("labels_zh.json", FIGURES / "labels_zh.json")]
     files += [(path.relative_to(ROOT).as_posix(), path) for path in [*sorted((ROOT / "attn_tutorial").glob("*.py")),
                                                                      *sorted((ROOT / "book" / "results").rglob("*.json"))]]
     for label, path in files:
+        if not path.is_file():
+            continue
         digest.update(f"{label}\n".encode() + path.read_bytes())
     for package in ("matplotlib", "numpy", "torch"):
         digest.update(f"{package}=={importlib.metadata.version(package)}\n".encode())
@@ -107,35 +115,82 @@ def load_modules(chapters: list[str] | None = None, paths: list[Path] | None = N
     return _common.REGISTRY
 
 
-def render(draw) -> bytes:
-    """One figure as SVG bytes, without the date and tool stamps (so the bytes are reproducible)."""
+LANGUAGES = ("en", "zh_CN")
+
+
+def svg_name(name: str, language: str) -> str:
+    """The file stem of a figure in a language (Sphinx's figure_language_filename: ``{root}.{language}``)."""
+    return name if language == "en" else f"{name}.{language}"
+
+
+def load_labels() -> dict[str, str]:
+    import _common
+
+    return json.loads(_common.LABELS_ZH.read_text(encoding="utf-8")) if _common.LABELS_ZH.is_file() else {}
+
+
+def render(draw, language: str = "en", labels: dict | None = None) -> bytes:
+    """One figure as SVG bytes, without the date and tool stamps (so the bytes are reproducible);
+    in Chinese (``zh_CN``), its texts translated from ``labels`` and drawn with a Chinese font."""
     import matplotlib.pyplot as plt
     import _common
 
-    with plt.rc_context(_common.STYLE):
+    style = dict(_common.STYLE)
+    if language != "en":
+        style["font.family"] = [_common.STYLE["font.family"], _common.chinese_font()]
+    with plt.rc_context(style):
         import torch
 
         torch.manual_seed(0)
         fig = draw()
+        if language != "en":
+            _common.translate_figure(fig, labels if labels is not None else load_labels())
         buffer = io.BytesIO()
         fig.savefig(buffer, format="svg", bbox_inches="tight", metadata={"Date": None, "Creator": None})
         plt.close(fig)
     return buffer.getvalue()
 
 
-def preview(draw, path: Path) -> None:
+def preview(draw, path: Path, language: str = "en", labels: dict | None = None) -> None:
     """A PNG of one figure, for looking at it where no SVG viewer is at hand."""
     import matplotlib.pyplot as plt
     import _common
 
     path.parent.mkdir(parents=True, exist_ok=True)
-    with plt.rc_context(_common.STYLE):
+    style = dict(_common.STYLE)
+    if language != "en":
+        style["font.family"] = [_common.STYLE["font.family"], _common.chinese_font()]
+    with plt.rc_context(style):
         import torch
 
         torch.manual_seed(0)  # the same numbers as in the SVG
         fig = draw()
+        if language != "en":
+            _common.translate_figure(fig, labels if labels is not None else load_labels())
         fig.savefig(path, format="png", bbox_inches="tight", dpi=80)
         plt.close(fig)
+
+
+def update_labels() -> tuple[int, int]:
+    """Put every text of every figure into the Chinese label table (keeping the translations made,
+    dropping texts no figure has any more); return (texts, texts without a translation)."""
+    import matplotlib.pyplot as plt
+    import _common
+
+    registry = load_modules()
+    texts: set[str] = set()
+    for name, draw in sorted(registry.items()):
+        with plt.rc_context(_common.STYLE):
+            import torch
+
+            torch.manual_seed(0)
+            fig = draw()
+            texts.update(_common.figure_texts(fig))
+            plt.close(fig)
+    old = load_labels()
+    table = {text: old.get(text, "") for text in sorted(texts)}
+    _common.LABELS_ZH.write_text(json.dumps(table, ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
+    return len(table), sum(1 for v in table.values() if not v)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -144,7 +199,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--check", action="store_true", help="compare with the committed SVGs, write nothing")
     parser.add_argument("--force", action="store_true", help="draw every module, even those whose inputs did not change")
     parser.add_argument("--preview", metavar="DIR", help="also write a PNG of each figure into DIR (to look at)")
+    parser.add_argument("--labels", action="store_true", help="update the Chinese label table (book/figures/labels_zh.json)")
     args = parser.parse_args(argv)
+    if args.labels:
+        sys.path.insert(0, str(FIGURES))
+        texts, missing = update_labels()
+        print(f"book/figures/labels_zh.json: {texts} texts, {missing} without a translation")
+        return 0
     shared = shared_inputs_digest()
     try:
         manifest = json.loads(MANIFEST.read_text()) if MANIFEST.is_file() else {}
@@ -154,20 +215,23 @@ def main(argv: list[str] | None = None) -> int:
     stale_modules = [p for p in paths if args.force or args.preview or not up_to_date(p, shared, manifest)]
     registry = load_modules(paths=stale_modules) if stale_modules else {}
     stale, drawn = [], {}
+    labels = load_labels()
     for name, draw in sorted(registry.items()):
-        path = FIGURES / f"{name}.svg"
-        svg = render(draw)
-        if args.preview:
-            preview(draw, Path(args.preview) / f"{name}.png")
-        if args.check:
+        for language in LANGUAGES:
+            if args.preview:
+                preview(draw, Path(args.preview) / f"{svg_name(name, language)}.png", language, labels)
+            stem = svg_name(name, language)
+            path = FIGURES / f"{stem}.svg"
+            svg = render(draw, language, labels)
+            if args.check:
+                if not path.is_file() or not same_drawing(path.read_bytes(), svg):
+                    stale.append(stem)
+                continue
             if not path.is_file() or not same_drawing(path.read_bytes(), svg):
-                stale.append(name)
-            continue
-        if not path.is_file() or not same_drawing(path.read_bytes(), svg):
-            path.write_bytes(svg)
-            print(f"drew {path.relative_to(ROOT)}")
-        drawn.setdefault(name.split("_")[0], {})[name] = _sha(path.read_bytes())
-    known = set(registry) | {name for p in paths if p not in stale_modules
+                path.write_bytes(svg)
+                print(f"drew {path.relative_to(ROOT)}")
+            drawn.setdefault(name.split("_")[0], {})[stem] = _sha(path.read_bytes())
+    known = {svg_name(n, lang) for n in registry for lang in LANGUAGES} | {name for p in paths if p not in stale_modules
                              for name in manifest.get(p.stem, {}).get("svgs", {})}
     orphans = sorted(p.stem for p in FIGURES.glob("*.svg") if p.stem not in known) if not args.chapters else []
     if args.check and (stale or orphans):
@@ -181,10 +245,10 @@ def main(argv: list[str] | None = None) -> int:
         for path in stale_modules:  # what these SVGs were drawn from, for the next check
             manifest[path.stem] = {"inputs": module_inputs(path, shared), "svgs": drawn.get(path.stem, {})}
         MANIFEST.write_text(json.dumps(dict(sorted(manifest.items())), indent=1) + "\n")
-    checked = len(registry)
+    checked = len(registry) * len(LANGUAGES)
     skipped = sum(len(manifest.get(p.stem, {}).get("svgs", {})) for p in paths if p not in stale_modules)
     if args.check:
-        print(f"{checked} figures match their code" + (f"; {skipped} more unchanged since drawn (their inputs "
+        print(f"{checked} figure drawings (English and Chinese) match their code" + (f"; {skipped} more unchanged since drawn (their inputs "
                                                          "and SVGs match book/figures/inputs.json)" if skipped else ""))
     return 0
 

@@ -5,11 +5,13 @@ Steps, each timed:
      Debian's packages where missing)
   2. data: the local copies the offline tests need, checked against their SHA-256; when missing, fetched
      and built while the network is still allowed (online), else a stop with the way to provide them
-  3. the export check, then the unit tests (pytest -n 2: one worker per core; sockets blocked except
+  3. the export check, the Chinese edition's translations check (tools/translations.py check), then
+     the unit tests (pytest -n 2: one worker per core; sockets blocked except
      loopback)
   4. every notebook under nbval, smoke profile, network off, side by side with the strict book build
-     (-W -n --keep-going; one thread each), then the student edition
-  5. headless-browser check of the built pages (pytest -m browser)
+     of both editions (-W -n --keep-going; one thread each; the Chinese edition reads the notebooks'
+     outputs from the English one's execution cache), then the student edition
+  5. headless-browser check of the built pages, both editions (pytest -m browser)
 Ends with the per-step table (with the virtual environment's setup when this command made it), the
 ten slowest tests, the benchmarks against their budgets ("OVER BUDGET" is loud but never fails: tests
 assert behaviour, times are reported) and "course: N passed, N failed"; all of it also goes to
@@ -275,6 +277,8 @@ def main(argv: list[str] | None = None) -> int:
         return report(steps, totals, unit_xml, None, bench_file, started)
 
     run("export check", [PY, "-m", "attn_tutorial.export", "--check"], env)
+    if not args.quick:  # the Chinese edition follows the English: every message translated, faithfully
+        run("translations check (Chinese edition)", [PY, "tools/translations.py", "check"], env)
     marker = "not browser and not slow" if args.quick else "not browser"
     run("unit tests" + (" (fast ones)" if args.quick else ""), pytest_unit[:4] + ["-m", marker] + pytest_unit[4:],
         env, unit_xml)

@@ -47,6 +47,8 @@ LANGUAGE = "zh_CN"
 LOCALES = ROOT / "locales" / LANGUAGE / "LC_MESSAGES"
 POT_DIR = ROOT / "_build" / "gettext"
 TERMS = ROOT / "book" / "terms_zh.csv"
+LABELS = ROOT / "book" / "figures" / "labels_zh.json"  # the figures' texts (tools/figures.py --labels)
+TERM_PAGE = "book/glossary"  # the page that shows the term table: its English column stays English
 WIDTH = 76  # Babel's line width; one width keeps the catalogues' diffs small
 
 ROLE = re.compile(r"\{([\w:.+-]+)\}`([^`]*)`")
@@ -105,8 +107,27 @@ def prose(text: str) -> str:
     return rest
 
 
+TEXT_IN_MATH = re.compile(r"\\(?:text|mbox)\{[^{}]*\}")
+LATEX_COMMAND = re.compile(r"\\[A-Za-z]+")
+WORDS = re.compile(r"[A-Za-z]{2,}[ ,.;:]+[A-Za-z]{2,}[ ,.;:]+[A-Za-z]{2,}")
+
+
+def is_display_math(msgid: str) -> bool:
+    """A display-math block's message: raw LaTeX, no ``$`` and no English sentence outside ``\\text``."""
+    return "$" not in msgid and bool(LATEX_COMMAND.search(msgid)) and not WORDS.search(TEXT_IN_MATH.sub(" ", msgid))
+
+
+def _math_skeleton(latex: str) -> str:
+    return re.sub(r"\s+", "", TEXT_IN_MATH.sub(r"\\text{}", latex))
+
+
 def fidelity_problems(msgid: str, msgstr: str) -> list[str]:
-    """What a translation changed that it must keep: [] when it is faithful."""
+    """What a translation changed that it must keep: [] when it is faithful. A display-math block
+    may translate only the words inside its ``\\text{...}``."""
+    if is_display_math(msgid):
+        if _math_skeleton(msgid) != _math_skeleton(msgstr):
+            return ["display math changed outside \\text{...}"]
+        return []
     problems = []
     source, target = tokens(msgid), tokens(msgstr)
     for kind in source:
@@ -152,9 +173,10 @@ def key(msgid: str) -> str:
     return hashlib.sha1(msgid.encode("utf-8")).hexdigest()[:10]
 
 
-def nothing_to_translate(msgid: str, terms: list[dict]) -> bool:
-    """Numbers, math, code, links only; or a cell of the term table's Chinese column or a term."""
-    if CJK.search(msgid) or msgid in {t["english"] for t in terms}:
+def nothing_to_translate(msgid: str, terms: list[dict], page: str = "") -> bool:
+    """Numbers, math, code, links only; Chinese already; or, on the glossary, a cell of the term
+    table's English column."""
+    if CJK.search(msgid) or (page == TERM_PAGE and msgid in {t["english"] for t in terms}):
         return True
     return not LETTERS.search(prose(msgid))
 
@@ -210,7 +232,7 @@ def update(only: set[str] | None = None) -> list[str]:
         catalog.project, catalog.fuzzy = "Attention, step by step", False
         filled = 0
         for message in catalog:
-            if message.id and (not message.string or message.fuzzy) and nothing_to_translate(message.id, terms):
+            if message.id and (not message.string or message.fuzzy) and nothing_to_translate(message.id, terms, page):
                 message.string, filled = message.id, filled + 1
                 message.flags.discard("fuzzy")
                 message.previous_id = []
@@ -262,6 +284,22 @@ def check(extract_first: bool = True, only: set[str] | None = None) -> list[str]
     for po_path in sorted(LOCALES.rglob("*.po")):
         if page_of(po_path, LOCALES) not in pages and not only:
             problems.append(f"{page_of(po_path, LOCALES)}: a catalogue for a page that does not exist; run make translations")
+    if not only or "figures" in only:
+        problems += label_problems()
+    return problems
+
+
+def label_problems() -> list[str]:
+    """The figures' label table: every text with words translated, faithfully."""
+    if not LABELS.is_file():
+        return [f"{LABELS.relative_to(ROOT)} is missing; run python tools/figures.py --labels"]
+    problems = []
+    for english, chinese in json.loads(LABELS.read_text(encoding="utf-8")).items():
+        where = f"figures [{key(english)}]"
+        if not chinese:
+            problems.append(f"{where}: untranslated figure text: {english[:70]!r}")
+        else:
+            problems += [f"{where}: {p}" for p in fidelity_problems(english, chinese)]
     return problems
 
 
@@ -278,7 +316,11 @@ def stats() -> list[tuple[str, int, int, int, int]]:
 
 
 def todo(page: str) -> dict:
-    """The messages of ``page`` still to translate: {key: {"english", "previous english"?, "old translation"?}}."""
+    """The messages of ``page`` still to translate: {key: {"english", "previous english"?, "old translation"?}}.
+    The page ``figures`` is the figures' label table."""
+    if page == "figures":
+        table = json.loads(LABELS.read_text(encoding="utf-8"))
+        return {key(english): {"english": english} for english, chinese in table.items() if not chinese}
     catalog = read(LOCALES / f"{page}.po")
     out = {}
     for message in catalog:
@@ -295,6 +337,18 @@ def todo(page: str) -> dict:
 def fill(page: str, translations: dict[str, str]) -> list[str]:
     """Set the translations of ``page`` from {key: msgstr}; return the fidelity problems of those set."""
     terms = load_terms()
+    if page == "figures":
+        table = json.loads(LABELS.read_text(encoding="utf-8"))
+        by_key = {key(english): english for english in table}
+        problems = []
+        for k, text in translations.items():
+            if k not in by_key:
+                problems.append(f"[{k}]: no such figure text (is the key from an older `todo`?)")
+                continue
+            table[by_key[k]] = text
+            problems += [f"[{k}]: {p}" for p in fidelity_problems(by_key[k], text)]
+        LABELS.write_text(json.dumps(table, ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
+        return problems
     path = LOCALES / f"{page}.po"
     catalog = read(path)
     by_key = {key(m.id): m for m in catalog if m.id}

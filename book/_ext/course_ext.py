@@ -5,6 +5,11 @@
   ``_sources/`` on the Pages branch (``course_pages_branch``) instead.
 * Downloads: the ``.ipynb`` offered for download (and opened by Colab) gets a first cell that
   installs the course package from the repository URL configured in ``_config.yml``.
+* Editions: the English book and its Chinese translation (``-D language=zh_CN``, from the
+  catalogues in ``locales/``) are built side by side, the Chinese one in ``zh/`` of the English
+  one's folder. ``course_other_edition`` (set by ``tools/build.py``) is the path from one edition's
+  root to the other's; where it is set, every page gets a header button to the same page in the
+  other language.
 * The status page (``book/status``) is read last, so it sees every executed notebook.
 * Execution report: myst-nb keeps each notebook's execution result in the Sphinx environment
   (``env.nb_metadata[docname]["exec_data"]``: succeeded, error class, traceback) and writes the
@@ -219,8 +224,26 @@ def notebook_links(app: Sphinx, pagename: str, templatename: str, context: dict,
                 button["url"] = url
 
 
+def language_switch(app: Sphinx, pagename: str, templatename: str, context: dict, doctree) -> None:
+    """A header button to the same page in the other edition (English <-> Chinese)."""
+    other = app.config.course_other_edition
+    if not other or "header_buttons" not in context:
+        return
+    to_root = "../" * pagename.count("/")
+    chinese = (app.config.language or "en").startswith("zh")
+    context["header_buttons"].insert(0, {
+        "type": "link",
+        "url": f"{to_root}{other}{pagename}.html",
+        "text": "English" if chinese else "中文",
+        "tooltip": "Read this page in English" if chinese else "阅读本页的中文版",
+        "icon": "fas fa-language",
+        "label": "language-switch-button",
+    })
+
+
 def setup(app: Sphinx) -> dict:
     app.add_config_value("course_pages_branch", "gh-pages", "html")
+    app.add_config_value("course_other_edition", "", "html")
     app.connect("builder-inited", set_report_path)
     app.connect("env-get-outdated", reread_failed_and_status)
     app.connect("env-before-read-docs", reorder_docs)
@@ -228,4 +251,5 @@ def setup(app: Sphinx) -> dict:
     app.connect("source-read", status_source_read)
     app.connect("env-updated", final_report)
     app.connect("html-page-context", notebook_links, priority=502)
+    app.connect("html-page-context", language_switch, priority=503)
     return {"version": "1.0", "parallel_read_safe": True, "parallel_write_safe": True}

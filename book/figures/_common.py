@@ -9,6 +9,8 @@ through :func:`record` so that a figure cannot disagree with the record it shows
 from __future__ import annotations
 
 import functools
+import re
+from pathlib import Path
 from typing import Callable
 
 import matplotlib
@@ -127,6 +129,63 @@ STYLE = {
     "svg.fonttype": "path",
     "path.simplify": False,
 }
+
+
+# ------------------------------------------------------------------ the Chinese edition's figures
+# Every figure is also drawn in Chinese, as <name>.zh_CN.svg (Sphinx shows it in the Chinese
+# edition: figure_language_filename). The code draws the English figure; its texts are then
+# replaced by their translations from this table (English text -> Chinese; `tools/figures.py
+# --labels` adds the texts of new figures with an empty translation).
+LABELS_ZH = Path(__file__).with_name("labels_zh.json")
+_LETTERS = re.compile(r"[A-Za-z]{2,}")
+_MATH = re.compile(r"\$[^$]*\$")
+
+
+def chinese_font() -> str:
+    """A font with Chinese characters (the SVGs embed the glyphs as paths, so readers need none)."""
+    from matplotlib import font_manager
+
+    for font in font_manager.fontManager.ttflist:
+        if any(name in font.name for name in ("WenQuanYi", "Noto Sans CJK", "Noto Serif CJK", "Source Han")):
+            return font.name
+    raise RuntimeError("the Chinese figures need a font with Chinese characters: install one (Debian: "
+                       "apt-get install fonts-wqy-microhei) and delete matplotlib's font cache "
+                       "(~/.cache/matplotlib) so that it is found")
+
+
+def needs_translation(text: str) -> bool:
+    """A figure text with words in it (not only numbers, symbols or math)."""
+    return bool(_LETTERS.search(_MATH.sub(" ", text)))
+
+
+def figure_texts(fig) -> list[str]:
+    """Every text a drawn figure shows that has words in it (titles, labels, ticks, legends, notes)."""
+    from matplotlib.text import Text
+
+    fig.canvas.draw()  # tick labels exist once drawn
+    texts = {t.get_text() for t in fig.findobj(Text)}
+    return sorted(t for t in texts if t and needs_translation(t))
+
+
+def translate_figure(fig, table: dict[str, str]) -> list[str]:
+    """Replace the texts of ``fig`` by their translations in ``table``; return those without one."""
+    from matplotlib.text import Text
+    from matplotlib.ticker import FixedFormatter
+
+    for ax in fig.axes:  # fixed tick labels are re-made from their formatter at every draw
+        for axis in (ax.xaxis, ax.yaxis):
+            for formatter in (axis.get_major_formatter(), axis.get_minor_formatter()):
+                if isinstance(formatter, FixedFormatter):
+                    formatter.seq = [table.get(s) or s for s in formatter.seq]
+    missing = []
+    for text in figure_texts(fig):
+        if not table.get(text):
+            missing.append(text)
+    for artist in fig.findobj(Text):
+        translated = table.get(artist.get_text())
+        if translated:
+            artist.set_text(translated)
+    return missing
 
 
 def figure(name: str):

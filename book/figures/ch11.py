@@ -5,10 +5,9 @@ import statistics
 import matplotlib.pyplot as plt
 import numpy as np
 import torch
-from matplotlib import font_manager
 
-from _common import (BLUE, DOT_COLOUR, GREEN, GREY, ORANGE, PURPLE, SKY, YELLOW, arrow, bar_style, box, device_label,
-                     diagram_axes, figure, model_colour, record, seed_dots)
+from _common import (BLUE, DOT_COLOUR, GREEN, GREY, ORANGE, PURPLE, SKY, YELLOW, arrow, bar_style, box, chinese_font,
+                     device_label, diagram_axes, figure, model_colour, record, seed_dots)
 
 from attn_tutorial.decoding import TableModel, beam_search, greedy_decode
 
@@ -18,20 +17,10 @@ MODELS = (("ch11_none_init", "no attention,\nfirst state only", model_colour("mt
           ("ch11_transformer", "Transformer", model_colour("mt_transformer")))
 
 
-def _chinese_font() -> str:
-    """A font with Chinese characters (the SVGs embed the glyphs, so readers need none)."""
-    for font in font_manager.fontManager.ttflist:
-        if any(name in font.name for name in ("WenQuanYi", "Noto Sans CJK", "Noto Serif CJK", "Source Han")):
-            return font.name
-    raise RuntimeError("chapter 11's figures need a font with Chinese characters: install one (Debian: "
-                       "apt-get install fonts-wqy-microhei) and delete matplotlib's font cache "
-                       "(~/.cache/matplotlib) so that it is found")
-
-
 def _with_chinese(draw):
     """Draw with DejaVu Sans, falling back to a Chinese font for the characters it lacks."""
     def wrapped():
-        with plt.rc_context({"font.family": ["DejaVu Sans", _chinese_font()]}):
+        with plt.rc_context({"font.family": ["DejaVu Sans", chinese_font()]}):
             return draw()
 
     wrapped.__doc__ = draw.__doc__
