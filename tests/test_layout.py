@@ -30,6 +30,19 @@ def test_no_ipynb_in_the_repository():
     assert tracked.strip() == ""
 
 
+def test_no_backtick_fence_has_a_backtick_in_its_title():
+    """A backtick fence's first line may not contain a backtick (CommonMark): ```` ````{exercise} 6.3:
+    why `x` ```` is a paragraph of raw text, and the fence meant to close it opens a code block that
+    swallows what follows. Use a colon fence (:::) for such a title."""
+    import re
+
+    bad = [f"{path.relative_to(ROOT)}:{number}" for folder in ("chapters", "notebooks", "book")
+           for path in sorted((ROOT / folder).glob("*.md"))
+           for number, line in enumerate(path.read_text().splitlines(), 1)
+           if re.match(r"^\s*`{3,}\{[\w:-]+\}.*`", line)]
+    assert not bad, f"backtick fences with a backtick in their first line: {bad}"
+
+
 def test_every_notebook_prints_its_run_header_first():
     import jupytext
 
