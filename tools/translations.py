@@ -121,6 +121,24 @@ def _math_skeleton(latex: str) -> str:
     return re.sub(r"\s+", "", TEXT_IN_MATH.sub(r"\\text{}", latex))
 
 
+_MARKDOWN = None
+
+
+def emphasis(text: str) -> tuple[int, int]:
+    """(bold, italic) spans as CommonMark parses them. In Chinese, ``**做法。**对`` is no bold:
+    a closing ``**`` after punctuation must be followed by a space or punctuation."""
+    global _MARKDOWN
+    if _MARKDOWN is None:
+        from markdown_it import MarkdownIt
+
+        _MARKDOWN = MarkdownIt("commonmark")
+    # stars inside math, code or roles are not markup; each such span becomes one punctuation
+    # character, as its delimiters are for the flanking rules
+    text = MATH.sub("%", CODE.sub("%", ROLE.sub("%", text)))
+    tokens_ = [t for block in _MARKDOWN.parse(text) if block.children for t in block.children]
+    return sum(t.type == "strong_open" for t in tokens_), sum(t.type == "em_open" for t in tokens_)
+
+
 def fidelity_problems(msgid: str, msgstr: str) -> list[str]:
     """What a translation changed that it must keep: [] when it is faithful. A display-math block
     may translate only the words inside its ``\\text{...}``."""
@@ -137,6 +155,11 @@ def fidelity_problems(msgid: str, msgstr: str) -> list[str]:
             problems.append(f"{kind} missing or changed: {', '.join(map(repr, missing.elements()))}")
         if extra and kind in ("number", "math", "role", "footnote"):
             problems.append(f"{kind} not in the English: {', '.join(map(repr, extra.elements()))}")
+    if "*" in msgid or "*" in msgstr:
+        (bold, italic), (bold_zh, italic_zh) = emphasis(msgid), emphasis(msgstr)
+        if bold_zh < bold or italic_zh < italic:
+            problems.append(f"markup: {bold} bold and {italic} italic spans in the English, {bold_zh} and "
+                            f"{italic_zh} render in the translation (put Chinese punctuation outside the stars)")
     return problems
 
 
