@@ -72,3 +72,21 @@ def test_every_catalogue_has_its_page_and_the_term_table_is_well_formed():
     sources = {p.relative_to(ROOT).with_suffix("").as_posix()
                for folder in ("chapters", "notebooks", "book") for p in (ROOT / folder).glob("*.md")}
     assert pages <= sources and {"chapters/00_setup", "notebooks/00_setup", "book/glossary"} <= pages
+
+
+def test_bold_that_does_not_render_in_chinese_is_caught():
+    english = "**What it does.** The model pools."
+    assert tr.fidelity_problems(english, "**做法**。该模型做池化。") == []
+    assert any(p.startswith("markup") for p in tr.fidelity_problems(english, "**做法。**该模型做池化。"))
+
+
+def test_display_math_may_translate_only_its_text():
+    english = "\\operatorname{acc} = \\min\\Big(\\frac{\\#\\{\\text{humans who answered } \\hat{a}\\}}{3}, 1\\Big)"
+    assert tr.is_display_math(english)
+    assert tr.fidelity_problems(english, english.replace("humans who answered ", "回答为 ")) == []
+    assert tr.fidelity_problems(english, english.replace("{3}", "{4}")) != []
+    assert tr.nothing_to_translate("\ne_t = \\frac{\\mathbf{q}\\mathbf{h}_t^\\top}{\\sqrt{D}} .\n", tr.load_terms())
+
+
+def test_chinese_quoted_in_english_prose_still_needs_a_translator():
+    assert not tr.nothing_to_translate("The wrong output 这只是上个 means \"this is only the last one\".", tr.load_terms())

@@ -124,9 +124,10 @@ def _math_skeleton(latex: str) -> str:
 _MARKDOWN = None
 
 
-def emphasis(text: str) -> tuple[int, int]:
-    """(bold, italic) spans as CommonMark parses them. In Chinese, ``**做法。**对`` is no bold:
-    a closing ``**`` after punctuation must be followed by a space or punctuation."""
+def stray_stars(text: str) -> int:
+    """Stars that CommonMark leaves as text: markup that does not render. In Chinese,
+    ``**做法。**对`` is no bold: a closing ``**`` after punctuation must be followed by a space or
+    punctuation."""
     global _MARKDOWN
     if _MARKDOWN is None:
         from markdown_it import MarkdownIt
@@ -135,8 +136,17 @@ def emphasis(text: str) -> tuple[int, int]:
     # stars inside math, code or roles are not markup; each such span becomes one punctuation
     # character, as its delimiters are for the flanking rules
     text = MATH.sub("%", CODE.sub("%", ROLE.sub("%", text)))
-    tokens_ = [t for block in _MARKDOWN.parse(text) if block.children for t in block.children]
-    return sum(t.type == "strong_open" for t in tokens_), sum(t.type == "em_open" for t in tokens_)
+    return sum(t.content.count("*") for block in _MARKDOWN.parse(text) if block.children
+               for t in block.children if t.type == "text")
+
+
+LIST_START = re.compile(r"^(\d+)([.)])(\s)")
+
+
+def escape_list_start(msgstr: str) -> str:
+    """``0. 手算三条评论`` is parsed as a list item, and Sphinx drops a translated heading that does
+    not parse as text: ``0\\. 手算三条评论`` renders as ``0. ...``."""
+    return LIST_START.sub(r"\1\\\2\3", msgstr)
 
 
 def fidelity_problems(msgid: str, msgstr: str) -> list[str]:
@@ -147,6 +157,8 @@ def fidelity_problems(msgid: str, msgstr: str) -> list[str]:
             return ["display math changed outside \\text{...}"]
         return []
     problems = []
+    if LIST_START.match(msgstr):
+        problems.append("starts like a numbered list item, which Sphinx does not use: write `N\\. ` (fill does)")
     source, target = tokens(msgid), tokens(msgstr)
     for kind in source:
         missing = source[kind] - target[kind]
@@ -155,11 +167,9 @@ def fidelity_problems(msgid: str, msgstr: str) -> list[str]:
             problems.append(f"{kind} missing or changed: {', '.join(map(repr, missing.elements()))}")
         if extra and kind in ("number", "math", "role", "footnote"):
             problems.append(f"{kind} not in the English: {', '.join(map(repr, extra.elements()))}")
-    if "*" in msgid or "*" in msgstr:
-        (bold, italic), (bold_zh, italic_zh) = emphasis(msgid), emphasis(msgstr)
-        if bold_zh < bold or italic_zh < italic:
-            problems.append(f"markup: {bold} bold and {italic} italic spans in the English, {bold_zh} and "
-                            f"{italic_zh} render in the translation (put Chinese punctuation outside the stars)")
+    if "*" in msgstr and stray_stars(msgstr) > stray_stars(msgid):
+        problems.append("markup: bold or italics that do not render (stars left as text): put Chinese "
+                        "punctuation outside the stars, **做法**。")
     return problems
 
 
@@ -197,11 +207,13 @@ def key(msgid: str) -> str:
 
 
 def nothing_to_translate(msgid: str, terms: list[dict], page: str = "") -> bool:
-    """Numbers, math, code, links only; Chinese already; or, on the glossary, a cell of the term
-    table's English column."""
-    if CJK.search(msgid) or (page == TERM_PAGE and msgid in {t["english"] for t in terms}):
+    """Numbers, math, code, links only (Chinese words alone count as nothing to translate); or, on
+    the glossary, a cell of the term table's English column."""
+    if page == TERM_PAGE and msgid in {t["english"] for t in terms}:
         return True
-    return not LETTERS.search(prose(msgid))
+    if is_display_math(msgid) and not TEXT_IN_MATH.search(msgid):
+        return True
+    return not LETTERS.search(prose(msgid))  # Chinese words quoted in English prose still need translating
 
 
 def page_of(path: Path, base: Path) -> str:
@@ -381,7 +393,7 @@ def fill(page: str, translations: dict[str, str]) -> list[str]:
         if message is None:
             problems.append(f"[{k}]: no such message in {page} (is the key from an older `todo`?)")
             continue
-        message.string = text
+        message.string = text = escape_list_start(text)
         message.flags.discard("fuzzy")
         message.previous_id = []
         problems += [f"[{k}]: {p}" for p in fidelity_problems(message.id, text) + term_problems(message.id, text, terms)]

@@ -241,7 +241,67 @@ def language_switch(app: Sphinx, pagename: str, templatename: str, context: dict
     })
 
 
+EXERCISE_TITLES = "course_exercise_titles"  # env attribute: {docname: [(source, line, title)]}
+
+
+def translatable_exercise_titles(app: Sphinx) -> None:
+    """sphinx-exercise parses an exercise's title ("2.1: a masked softmax by hand") into a subtitle
+    node with no source and no raw text, which Sphinx takes for a built-in message, and its
+    post-transforms fold that node away before the gettext builder extracts messages. The wrapped
+    directive gives the title its source and raw text, so the Chinese build translates it while
+    reading, and notes it, so the gettext builder extracts it (``exercise_title_messages``)."""
+    from sphinx_exercise.directive import ExerciseDirective
+    from sphinx_exercise.nodes import exercise_subtitle
+
+    class Exercise(ExerciseDirective):
+        def run(self):
+            made = super().run()
+            if self.arguments:
+                source, line = self.state_machine.get_source_and_line(self.lineno)
+                for node in made:
+                    for subtitle in node.findall(exercise_subtitle):
+                        subtitle.rawsource, subtitle.source, subtitle.line = self.arguments[0], source, line
+                titles = getattr(self.env, EXERCISE_TITLES, None)
+                if titles is None:
+                    titles = {}
+                    setattr(self.env, EXERCISE_TITLES, titles)
+                titles.setdefault(self.env.docname, []).append((source, line, self.arguments[0].strip()))
+            return made
+
+    app.add_directive("exercise", Exercise, override=True)
+
+
+def exercise_title_messages(app: Sphinx, doctree, docname: str) -> None:
+    """For the gettext builder: add the exercise titles noted while reading to the page's catalogue."""
+    if app.builder.name != "gettext":
+        return
+    from sphinx.builders.gettext import MsgOrigin
+    from sphinx.util.i18n import docname_to_domain
+
+    catalog = app.builder.catalogs[docname_to_domain(docname, app.config.gettext_compact)]
+    for source, line, title in getattr(app.env, EXERCISE_TITLES, {}).get(docname, []):
+        catalog.add(title, MsgOrigin(source, line))
+
+
+def purge_exercise_titles(app: Sphinx, env, docname: str) -> None:
+    getattr(env, EXERCISE_TITLES, {}).pop(docname, None)
+
+
+def merge_exercise_titles(app: Sphinx, env, docnames, other) -> None:
+    titles = getattr(env, EXERCISE_TITLES, None)
+    if titles is None:
+        titles = {}
+        setattr(env, EXERCISE_TITLES, titles)
+    for docname in docnames:
+        if docname in getattr(other, EXERCISE_TITLES, {}):
+            titles[docname] = getattr(other, EXERCISE_TITLES)[docname]
+
+
 def setup(app: Sphinx) -> dict:
+    app.connect("builder-inited", translatable_exercise_titles)
+    app.connect("doctree-resolved", exercise_title_messages)
+    app.connect("env-purge-doc", purge_exercise_titles)
+    app.connect("env-merge-info", merge_exercise_titles)
     app.add_config_value("course_pages_branch", "gh-pages", "html")
     app.add_config_value("course_other_edition", "", "html")
     app.connect("builder-inited", set_report_path)
@@ -252,4 +312,7 @@ def setup(app: Sphinx) -> dict:
     app.connect("env-updated", final_report)
     app.connect("html-page-context", notebook_links, priority=502)
     app.connect("html-page-context", language_switch, priority=503)
+    # the theme opens header links in a new tab; the other edition of a page replaces this one
+    app.add_js_file(None, body="document.addEventListener('DOMContentLoaded', () => document.querySelectorAll("
+                    "'a.btn-language-switch-button').forEach(a => a.removeAttribute('target')));")
     return {"version": "1.0", "parallel_read_safe": True, "parallel_write_safe": True}
