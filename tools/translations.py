@@ -73,20 +73,33 @@ def role_target(name: str, content: str) -> str:
     return content.strip()
 
 
+# One left-to-right scan, so that a role inside a code span (`{exercise}`) is code, and backticks
+# inside a role are the role's.
+SPANS = re.compile(rf"(?P<role>{ROLE.pattern})|(?P<code>{CODE.pattern})|(?P<math>{MATH.pattern})", re.S)
+
+
+def _spans(text: str):
+    """(kind, match) for each role, code and math span of ``text``, left to right."""
+    for match in SPANS.finditer(text):
+        yield match.lastgroup if match.lastgroup in ("role", "code", "math") else next(
+            k for k in ("role", "code", "math") if match.group(k) is not None), match
+
+
 def tokens(text: str) -> dict[str, Counter]:
     """The parts of a message that a translation must keep unchanged, by kind."""
     found = {kind: Counter() for kind in ("role", "code", "math", "link", "footnote", "number")}
-    rest = text
-    for match in ROLE.finditer(rest):
-        name, content = match.groups()
-        found["role"][f"{{{name}}}{role_target(name, content)}"] += 1
-    rest = ROLE.sub(" ", rest)
-    for match in CODE.finditer(rest):
-        found["code"][match.group(1) or match.group(2)] += 1
-    rest = CODE.sub(" ", rest)
-    for match in MATH.finditer(rest):
-        found["math"][(match.group(1) or match.group(2)).strip()] += 1
-    rest = MATH.sub(" ", rest)
+    for kind, match in _spans(text):
+        span = match.group(kind)
+        if kind == "role":
+            name, content = ROLE.fullmatch(span).groups()
+            found["role"][f"{{{name}}}{role_target(name, content)}"] += 1
+        elif kind == "code":
+            inner = CODE.fullmatch(span)
+            found["code"][inner.group(1) or inner.group(2)] += 1
+        else:
+            inner = MATH.fullmatch(span)
+            found["math"][(inner.group(1) or inner.group(2)).strip()] += 1
+    rest = SPANS.sub(" ", text)
     for pattern in (LINK, AUTOLINK):
         for match in pattern.finditer(rest):
             found["link"][next(g for g in match.groups() if g)] += 1
@@ -101,8 +114,14 @@ def tokens(text: str) -> dict[str, Counter]:
 
 def prose(text: str) -> str:
     """A message without its roles' targets, code, math, links and numbers: what is translated."""
-    rest = ROLE.sub(lambda m: " " + (re.sub(r"<[^<>]+>\s*$", "", m.group(2)) if "<" in m.group(2) else "") + " ", text)
-    for pattern in (CODE, MATH, LINK, AUTOLINK, FOOTNOTE, SUBSTITUTION, NUMBER):
+    def keep_title(match):
+        if match.lastgroup != "role" and match.group("role") is None:
+            return " "
+        content = ROLE.fullmatch(match.group(0)).group(2)
+        return " " + (re.sub(r"<[^<>]+>\s*$", "", content) if "<" in content else "") + " "
+
+    rest = SPANS.sub(keep_title, text)
+    for pattern in (LINK, AUTOLINK, FOOTNOTE, SUBSTITUTION, NUMBER):
         rest = pattern.sub(" ", rest)
     return rest
 
@@ -135,7 +154,7 @@ def stray_stars(text: str) -> int:
         _MARKDOWN = MarkdownIt("commonmark")
     # stars inside math, code or roles are not markup; each such span becomes one punctuation
     # character, as its delimiters are for the flanking rules
-    text = MATH.sub("%", CODE.sub("%", ROLE.sub("%", text)))
+    text = SPANS.sub("%", text)
     return sum(t.content.count("*") for block in _MARKDOWN.parse(text) if block.children
                for t in block.children if t.type == "text")
 
@@ -149,7 +168,7 @@ def escape_list_start(msgstr: str) -> str:
     return LIST_START.sub(r"\1\\\2\3", msgstr)
 
 
-def fidelity_problems(msgid: str, msgstr: str) -> list[str]:
+def fidelity_problems(msgid: str, msgstr: str, markdown: bool = True) -> list[str]:
     """What a translation changed that it must keep: [] when it is faithful. A display-math block
     may translate only the words inside its ``\\text{...}``."""
     if is_display_math(msgid):
@@ -157,7 +176,7 @@ def fidelity_problems(msgid: str, msgstr: str) -> list[str]:
             return ["display math changed outside \\text{...}"]
         return []
     problems = []
-    if LIST_START.match(msgstr):
+    if markdown and LIST_START.match(msgstr):
         problems.append("starts like a numbered list item, which Sphinx does not use: write `N\\. ` (fill does)")
     source, target = tokens(msgid), tokens(msgstr)
     for kind in source:
@@ -334,7 +353,7 @@ def label_problems() -> list[str]:
         if not chinese:
             problems.append(f"{where}: untranslated figure text: {english[:70]!r}")
         else:
-            problems += [f"{where}: {p}" for p in fidelity_problems(english, chinese)]
+            problems += [f"{where}: {p}" for p in fidelity_problems(english, chinese, markdown=False)]
     return problems
 
 
@@ -381,7 +400,7 @@ def fill(page: str, translations: dict[str, str]) -> list[str]:
                 problems.append(f"[{k}]: no such figure text (is the key from an older `todo`?)")
                 continue
             table[by_key[k]] = text
-            problems += [f"[{k}]: {p}" for p in fidelity_problems(by_key[k], text)]
+            problems += [f"[{k}]: {p}" for p in fidelity_problems(by_key[k], text, markdown=False)]
         LABELS.write_text(json.dumps(table, ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
         return problems
     path = LOCALES / f"{page}.po"

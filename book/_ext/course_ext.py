@@ -31,7 +31,9 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 import nbformat
+from docutils import nodes
 from sphinx.application import Sphinx
+from sphinx.transforms import SphinxTransform
 from sphinx.util import logging
 
 STATUS_DOC = "book/status"
@@ -241,6 +243,24 @@ def language_switch(app: Sphinx, pagename: str, templatename: str, context: dict
     })
 
 
+class CodeOutputIsNotTranslated(SphinxTransform):
+    """What a notebook's code prints (text, tables, Markdown it displays) is code output, the same in
+    both editions and often different on every machine (the status page's device line): not a
+    message to translate, unless its cell is tagged ``translate-output`` (the results page's tables,
+    made from the records, the same on every machine). Runs before Sphinx's translation (priority 20)."""
+
+    default_priority = 10
+
+    def apply(self, **kwargs) -> None:
+        for container in self.document.findall(nodes.container):
+            cell = container.parent
+            if cell is not None and "tag_translate-output" in cell.get("classes", []):
+                continue
+            if container.get("nb_element") == "cell_code_output" or "cell_output" in container.get("classes", []):
+                for node in container.findall(nodes.TextElement):
+                    node["translatable"] = False
+
+
 EXERCISE_TITLES = "course_exercise_titles"  # env attribute: {docname: [(source, line, title)]}
 
 
@@ -299,6 +319,7 @@ def merge_exercise_titles(app: Sphinx, env, docnames, other) -> None:
 
 def setup(app: Sphinx) -> dict:
     app.connect("builder-inited", translatable_exercise_titles)
+    app.add_transform(CodeOutputIsNotTranslated)
     app.connect("doctree-resolved", exercise_title_messages)
     app.connect("env-purge-doc", purge_exercise_titles)
     app.connect("env-merge-info", merge_exercise_titles)
