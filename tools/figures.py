@@ -124,6 +124,8 @@ def svg_name(name: str, language: str) -> str:
 
 
 def load_labels() -> dict[str, str]:
+    if str(FIGURES) not in sys.path:
+        sys.path.insert(0, str(FIGURES))
     import _common
 
     return json.loads(_common.LABELS_ZH.read_text(encoding="utf-8")) if _common.LABELS_ZH.is_file() else {}

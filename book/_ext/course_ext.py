@@ -291,6 +291,21 @@ def translatable_exercise_titles(app: Sphinx) -> None:
     app.add_directive("exercise", Exercise, override=True)
 
 
+def registry_after_translation(app: Sphinx, doctree) -> None:
+    """sphinx-exercise's registry keeps the exercise node as its directive made it, before Sphinx
+    translated its title; the solutions' link text ("Solution to Exercise (2.1: ...)") is read from
+    there. Point the registry at the translated node of the doctree."""
+    registry = getattr(app.env, "sphinx_exercise_registry", None)
+    if not registry or not (app.config.language or "en").startswith("zh"):
+        return
+    from sphinx_exercise.nodes import exercise_enumerable_node, exercise_node
+
+    for node in doctree.findall(lambda n: isinstance(n, (exercise_node, exercise_enumerable_node))):
+        entry = registry.get(node.get("label"))
+        if entry is not None:
+            entry["node"] = node
+
+
 def exercise_title_messages(app: Sphinx, doctree, docname: str) -> None:
     """For the gettext builder: add the exercise titles noted while reading to the page's catalogue."""
     if app.builder.name != "gettext":
@@ -321,6 +336,7 @@ def setup(app: Sphinx) -> dict:
     app.connect("builder-inited", translatable_exercise_titles)
     app.add_transform(CodeOutputIsNotTranslated)
     app.connect("doctree-resolved", exercise_title_messages)
+    app.connect("doctree-read", registry_after_translation)
     app.connect("env-purge-doc", purge_exercise_titles)
     app.connect("env-merge-info", merge_exercise_titles)
     app.add_config_value("course_pages_branch", "gh-pages", "html")

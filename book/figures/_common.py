@@ -139,6 +139,7 @@ STYLE = {
 LABELS_ZH = Path(__file__).with_name("labels_zh.json")
 _LETTERS = re.compile(r"[A-Za-z]{2,}")
 _MATH = re.compile(r"\$[^$]*\$")
+_CJK = re.compile(r"[\u3400-\u9fff]")
 
 
 def chinese_font() -> str:
@@ -170,21 +171,31 @@ def figure_texts(fig) -> list[str]:
 def translate_figure(fig, table: dict[str, str]) -> list[str]:
     """Replace the texts of ``fig`` by their translations in ``table``; return those without one."""
     from matplotlib.text import Text
-    from matplotlib.ticker import FixedFormatter
+    from matplotlib.ticker import FixedFormatter, FuncFormatter
 
     for ax in fig.axes:  # fixed tick labels are re-made from their formatter at every draw
         for axis in (ax.xaxis, ax.yaxis):
             for formatter in (axis.get_major_formatter(), axis.get_minor_formatter()):
                 if isinstance(formatter, FixedFormatter):
                     formatter.seq = [table.get(s) or s for s in formatter.seq]
+                elif isinstance(formatter, FuncFormatter) and isinstance(formatter.func, functools.partial):
+                    # matplotlib >= 3.10 keeps set_xticks(ticks, labels) as a partial over {tick: label}
+                    for labels in formatter.func.args:
+                        if isinstance(labels, dict):
+                            for tick, label in labels.items():
+                                labels[tick] = table.get(label) or label
     missing = []
     for text in figure_texts(fig):
         if not table.get(text):
             missing.append(text)
+    chinese_first = [chinese_font(), STYLE["font.family"]]
     for artist in fig.findobj(Text):
         translated = table.get(artist.get_text())
         if translated:
             artist.set_text(translated)
+        if "$" in artist.get_text() and _CJK.search(artist.get_text()):
+            # with math in it, matplotlib draws a text in one font, without falling back per glyph
+            artist.set_fontfamily(chinese_first)
     return missing
 
 
