@@ -9,6 +9,7 @@ translation. Code cells are single-source and stay as they are.
     python tools/translations.py check           # what the test command asserts (exit 1 on a problem)
     python tools/translations.py stats           # messages and words per page, translated or not
     python tools/translations.py todo PAGE       # the messages of a page still to translate, as JSON
+    python tools/translations.py dump PAGE       # every message of a page and its translation (review)
     python tools/translations.py fill PAGE FILE  # take translations from a JSON file {key: msgstr}
 
 ``update`` extracts the messages (``sphinx-build -b gettext``, notebooks not executed) and merges
@@ -429,6 +430,8 @@ def main(argv: list[str] | None = None) -> int:
     chk.add_argument("--no-extract", action="store_true", help="use the .pot files already in _build/gettext")
     chk.add_argument("--page", action="append", help="only this page (repeatable), e.g. chapters/03_multihead_self_attention")
     sub.add_parser("stats", help="messages and words per page")
+    dp = sub.add_parser("dump", help="every message of a page with its translation, as JSON (to review one)")
+    dp.add_argument("page")
     td = sub.add_parser("todo", help="the messages of a page still to translate, as JSON")
     td.add_argument("page", help="e.g. chapters/03_multihead_self_attention")
     fl = sub.add_parser("fill", help="set translations from a JSON file {key: msgstr}")
@@ -450,6 +453,10 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{page:45s} {d:5d}/{n:<5d} messages {wd:6d}/{w:<6d} words")
         print(f"{'all':45s} {sum(r[2] for r in rows):5d}/{sum(r[1] for r in rows):<5d} messages "
               f"{sum(r[4] for r in rows):6d}/{sum(r[3] for r in rows):<6d} words")
+    elif args.command == "dump":
+        catalog = read(LOCALES / f"{args.page}.po")
+        print(json.dumps({key(m.id): {"english": m.id, "chinese": m.string} for m in catalog if m.id},
+                         ensure_ascii=False, indent=1))
     elif args.command == "todo":
         print(json.dumps(todo(args.page), ensure_ascii=False, indent=1))
     elif args.command == "fill":
