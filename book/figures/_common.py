@@ -139,7 +139,7 @@ STYLE = {
 LABELS_ZH = Path(__file__).with_name("labels_zh.json")
 _LETTERS = re.compile(r"[A-Za-z]{2,}")
 _MATH = re.compile(r"\$[^$]*\$")
-_CJK = re.compile(r"[\u3400-\u9fff]")
+_CJK = re.compile(r"[\u3000-\u303f\u3400-\u9fff\uff00-\uffef]")
 
 
 def chinese_font() -> str:
