@@ -261,6 +261,33 @@ class CodeOutputIsNotTranslated(SphinxTransform):
                     node["translatable"] = False
 
 
+class TranslateTocCaptions(SphinxTransform):
+    """The parts' captions ("Part II: differential attention") come from _toc.yml: sphinx-external-toc
+    adds their toctrees (priority 100) after Sphinx has translated the page (priority 20), so the
+    Chinese sidebar would show them in English. Gettext extracts them from the root page: translate
+    them from its catalogue, before the toctree collector reads them (the doctree-read event, 880)."""
+
+    default_priority = 870
+
+    def apply(self, **kwargs) -> None:
+        language = self.config.language
+        if not language or language == "en":
+            return
+        from sphinx import addnodes, locale
+        from sphinx.util.i18n import docname_to_domain
+
+        docname = self.env.docname
+        dirs = [os.path.join(self.env.srcdir, d) for d in self.config.locale_dirs]
+        catalog, found = locale.init(dirs, language, docname_to_domain(docname, self.config.gettext_compact),
+                                     namespace=f"course-toc:{docname}")
+        if not found:
+            return
+        for toctree in self.document.findall(addnodes.toctree):
+            caption = toctree.get("caption")
+            if caption:
+                toctree["caption"] = catalog.gettext(caption)
+
+
 EXERCISE_TITLES = "course_exercise_titles"  # env attribute: {docname: [(source, line, title)]}
 
 
@@ -335,6 +362,7 @@ def merge_exercise_titles(app: Sphinx, env, docnames, other) -> None:
 def setup(app: Sphinx) -> dict:
     app.connect("builder-inited", translatable_exercise_titles)
     app.add_transform(CodeOutputIsNotTranslated)
+    app.add_transform(TranslateTocCaptions)
     app.connect("doctree-resolved", exercise_title_messages)
     app.connect("doctree-read", registry_after_translation)
     app.connect("env-purge-doc", purge_exercise_titles)
