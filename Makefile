@@ -6,7 +6,7 @@ PY     := $(VENV)/bin/python
 MAKE_STARTED := $(shell date +%s)
 STAMP  := $(VENV)/.installed-$(shell cat requirements.lock pyproject.toml | sha1sum | cut -c1-12)
 
-.PHONY: setup book student translations test quick bench figures export check serve clean release grade check-assignments dry-run estimate gpu-run
+.PHONY: setup book student pdf translations test quick bench figures export check serve clean release grade check-assignments dry-run estimate gpu-run
 
 setup: $(STAMP)
 
@@ -25,6 +25,11 @@ $(STAMP): requirements.lock pyproject.toml
 ## edition in _build/html and the Chinese one in _build/html/zh (the notebooks execute once, for both)
 book: setup
 	$(PY) tools/build.py book
+
+## pdf: the book as one PDF per edition (_build/pdf/attention-step-by-step.pdf and .zh_CN.pdf), printed by
+## headless Chromium from the outputs of the book built in the same profile (run make book first)
+pdf: setup
+	$(PY) tools/pdf.py
 
 ## translations: after a change to the English, merge it into the Chinese catalogues (locales/zh_CN)
 ## and list what is left to translate (see locales/README.md); make test fails until it is done

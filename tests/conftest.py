@@ -53,6 +53,7 @@ def pytest_collection_modifyitems(config, items):
 
 def pytest_configure(config):
     config.addinivalue_line("markers", "browser: headless-browser checks of a built book (need ATTN_SITE)")
+    config.addinivalue_line("markers", "pdf: checks of the printed PDF edition (need ATTN_PDF_DIR)")
     config.addinivalue_line("markers", "benchmark: measures a time and reports it against a budget (make bench)")
     config.addinivalue_line("markers", "slow: one of the slowest tests (SLOW_FIRST), left out by make quick")
     if os.environ.get("PYTEST_XDIST_WORKER"):

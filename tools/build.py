@@ -66,6 +66,10 @@ CONF_SUFFIX = """
 # sphinx-thebe and the theme both declare THEBE_JS_URL (a JavaScript error on every page), and
 # thebe would load from a CDN anyway: the book launches notebooks on Colab instead.
 extensions = [e for e in extensions if e != "sphinx_thebe"]
+# jupyter-book's LaTeX helpers are for its pdflatex route, which the course does not take (the PDF
+# edition is printed from HTML, tools/pdf.py); in a single-page build they leave nodes no HTML
+# writer can write.
+extensions = [e for e in extensions if e != "sphinx_jupyterbook_latex"]
 """
 
 

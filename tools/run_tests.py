@@ -11,7 +11,9 @@ Steps, each timed:
   4. every notebook under nbval, smoke profile, network off, side by side with the strict book build
      of both editions (-W -n --keep-going; one thread each; the Chinese edition reads the notebooks'
      outputs from the English one's execution cache), then the student edition
-  5. headless-browser check of the built pages, both editions (pytest -m browser)
+  5. headless-browser check of the built pages, both editions (pytest -m browser), beside the PDF
+     edition's printing (tools/pdf.py, from the strict build) and the student edition; then the PDFs'
+     checks (pytest -m pdf)
 Ends with the per-step table (with the virtual environment's setup when this command made it), the
 ten slowest tests, the benchmarks against their budgets ("OVER BUDGET" is loud but never fails: tests
 assert behaviour, times are reported) and "course: N passed, N failed"; all of it also goes to
@@ -279,7 +281,7 @@ def main(argv: list[str] | None = None) -> int:
     run("export check", [PY, "-m", "attn_tutorial.export", "--check"], env)
     if not args.quick:  # the Chinese edition follows the English: every message translated, faithfully
         run("translations check (Chinese edition)", [PY, "tools/translations.py", "check"], env)
-    marker = "not browser and not slow" if args.quick else "not browser"
+    marker = "not browser and not pdf and not slow" if args.quick else "not browser and not pdf"
     run("unit tests" + (" (fast ones)" if args.quick else ""), pytest_unit[:4] + ["-m", marker] + pytest_unit[4:],
         env, unit_xml)
 
@@ -304,18 +306,26 @@ def main(argv: list[str] | None = None) -> int:
     run("book build, strict (smoke)", [PY, "tools/build.py", "book", "--profile", "smoke", "--strict",
                                        "--no-figures", "--out", str(site)], one_thread)
     finish(nbval, nb_xml)
-    # the student edition (its notebooks come from the execution cache) beside the browser check of the
-    # full edition; then the one browser test that compares the two
+    # the PDF edition, printed from the strict build's environment (nothing read again), and the student
+    # edition (its notebooks come from the execution cache), beside the browser check of the full
+    # edition; then the browser test that compares the two editions, and the PDF's checks
+    pdf_dir = BUILD / "test-pdf"
+    pdf_build = start_in_background("pdf edition (smoke, English and Chinese)", [
+        PY, "tools/pdf.py", "--profile", "smoke", "--out", str(pdf_dir), "--no-publish", "--from-build", str(site)],
+        one_thread)
     student_build = start_in_background("student book build, strict (smoke)", [
         PY, "tools/build.py", "book", "--profile", "smoke", "--strict", "--no-figures", "--student",
-        "--out", str(student)], env)
-    browser_xml, student_xml = REPORTS / "browser.xml", REPORTS / "browser-student.xml"
-    env_browser = dict(env, ATTN_SITE=str(site), ATTN_STUDENT_SITE=str(student))
+        "--out", str(student)], one_thread)
+    browser_xml, student_xml, pdf_xml = REPORTS / "browser.xml", REPORTS / "browser-student.xml", REPORTS / "pdf.xml"
+    env_browser = dict(env, ATTN_SITE=str(site), ATTN_STUDENT_SITE=str(student), ATTN_PDF_DIR=str(pdf_dir))
     browser = [PY, "-m", "pytest", "tests", "-m", "browser", "-q", "-p", "no:cacheprovider", *socket_guard]
     run("browser check", browser + ["-k", "not student_edition", f"--junitxml={browser_xml}"], env_browser, browser_xml)
     finish(student_build)
     run("browser check, student edition", browser + ["-k", "student_edition", f"--junitxml={student_xml}"],
         env_browser, student_xml)
+    finish(pdf_build)
+    run("pdf check", [PY, "-m", "pytest", "tests", "-m", "pdf", "-q", "-p", "no:cacheprovider", *socket_guard,
+                      f"--junitxml={pdf_xml}"], env_browser, pdf_xml)
     return report(steps, totals, unit_xml, nb_xml, bench_file, started)
 
 

@@ -58,6 +58,7 @@ MATH = re.compile(r"\$\$(.+?)\$\$|\$([^$\n]+?)\$", re.S)
 LINK = re.compile(r"\]\(([^)\s]+)\)")
 AUTOLINK = re.compile(r"<(https?://[^>\s]+)>|(?<![(<])(https?://[^\s)>\]]+)")
 FOOTNOTE = re.compile(r"\[\^[\w-]+\]")
+HTML_TAG = re.compile(r"<[a-zA-Z]+\s[^<>]*>|</[a-zA-Z]+>")  # raw HTML with attributes, and closing tags
 SUBSTITUTION = re.compile(r"\{\{[^}]*\}\}")
 NUMBER = re.compile(r"(?<![\w.])\d+(?:[.,]\d+)*")
 CJK = re.compile(r"[\u3400-\u9fff]")
@@ -88,7 +89,7 @@ def _spans(text: str):
 
 def tokens(text: str) -> dict[str, Counter]:
     """The parts of a message that a translation must keep unchanged, by kind."""
-    found = {kind: Counter() for kind in ("role", "code", "math", "link", "footnote", "number")}
+    found = {kind: Counter() for kind in ("role", "code", "math", "link", "html", "footnote", "number")}
     for kind, match in _spans(text):
         span = match.group(kind)
         if kind == "role":
@@ -105,6 +106,9 @@ def tokens(text: str) -> dict[str, Counter]:
         for match in pattern.finditer(rest):
             found["link"][next(g for g in match.groups() if g)] += 1
         rest = pattern.sub(" ", rest)
+    for match in HTML_TAG.finditer(rest):
+        found["html"][match.group(0)] += 1
+    rest = HTML_TAG.sub(" ", rest)
     for match in FOOTNOTE.finditer(rest):
         found["footnote"][match.group(0)] += 1
     rest = FOOTNOTE.sub(" ", SUBSTITUTION.sub(" ", rest))
@@ -122,7 +126,7 @@ def prose(text: str) -> str:
         return " " + (re.sub(r"<[^<>]+>\s*$", "", content) if "<" in content else "") + " "
 
     rest = SPANS.sub(keep_title, text)
-    for pattern in (LINK, AUTOLINK, FOOTNOTE, SUBSTITUTION, NUMBER):
+    for pattern in (LINK, AUTOLINK, HTML_TAG, FOOTNOTE, SUBSTITUTION, NUMBER):
         rest = pattern.sub(" ", rest)
     return rest
 
