@@ -65,6 +65,8 @@ async () => {
   return names;
 }
 """
+MARGIN_MM = {"top": 16, "bottom": 16, "left": 14, "right": 14}
+PRINT_WIDTH_PX = round((210 - MARGIN_MM["left"] - MARGIN_MM["right"]) / 25.4 * 96)
 FOOTER = ('<div style="font-size:8px; width:100%; text-align:center; color:#555;">'
           '<span class="pageNumber"></span> / <span class="totalPages"></span></div>')
 
@@ -117,10 +119,13 @@ def print_pdf(page: Path, site: Path, target: Path, language: str, chromium: str
                       or route.request.url.startswith(("data:", "blob:")) else route.abort())
             tab.goto(f"{base}/{page.relative_to(site).as_posix()}", wait_until="load", timeout=300_000)
             tab.emulate_media(media="print")
+            # lay the page out as wide as the printed text column (A4 less the margins, 96 px to the
+            # inch) so that what would overflow the paper overflows here too
+            tab.set_viewport_size({"width": PRINT_WIDTH_PX, "height": 1100})
             headings = tab.evaluate(PREPARE_JS)
             tab.pdf(path=str(target), format="A4", print_background=True, outline=True, tagged=True,
                     display_header_footer=True, header_template=header(language), footer_template=FOOTER,
-                    margin={"top": "16mm", "bottom": "16mm", "left": "14mm", "right": "14mm"})
+                    margin={side: f"{mm}mm" for side, mm in MARGIN_MM.items()})
         finally:
             browser.close()
     fix_outline(target, headings)
