@@ -6,7 +6,7 @@ PY     := $(VENV)/bin/python
 MAKE_STARTED := $(shell date +%s)
 STAMP  := $(VENV)/.installed-$(shell cat requirements.lock pyproject.toml | sha1sum | cut -c1-12)
 
-.PHONY: setup book student pdf translations test quick bench figures export check serve clean release grade check-assignments dry-run estimate gpu-run
+.PHONY: setup book student pdf check-colab translations test quick bench figures export check serve clean release grade check-assignments dry-run estimate gpu-run
 
 setup: $(STAMP)
 
@@ -30,6 +30,11 @@ book: setup
 ## headless Chromium from the outputs of the book built in the same profile (run make book first)
 pdf: setup
 	$(PY) tools/pdf.py
+
+## check-colab: run notebook 0 as Colab would open it, in a clean virtual environment with only what a Colab
+## runtime preinstalls; its setup cell installs the course (a local wheel) and finds the data (a few minutes)
+check-colab: setup
+	$(PY) tools/colab_check.py
 
 ## translations: after a change to the English, merge it into the Chinese catalogues (locales/zh_CN)
 ## and list what is left to translate (see locales/README.md); make test fails until it is done

@@ -78,13 +78,21 @@ def test_notebook_page_offers_ipynb_and_colab():
     root = site("ATTN_SITE")
     html = (root / "notebooks" / "00_setup.html").read_text()
     assert 'href="../_sources/notebooks/00_setup.ipynb"' in html
-    assert "colab.research.google.com/github/" in html and "/_sources/notebooks/00_setup.ipynb" in html
+    assert "colab.research.google.com/github/" in html and "/_colab/notebooks/00_setup.ipynb" in html
     assert "00_setup.md" not in html.split("colab.research.google.com", 1)[1].split('"', 1)[0]
+    import re
+
     import nbformat
 
     notebook = nbformat.read(root / "_sources" / "notebooks" / "00_setup.ipynb", as_version=4)
-    assert "colab-setup" in notebook.cells[0].metadata["tags"]  # installs the package on Colab
-    assert any(c.get("outputs") for c in notebook.cells if c.cell_type == "code")
+    assert "colab-setup" in notebook.cells[0].metadata["tags"]  # installs the package where it is missing
+    assert any(c.get("outputs") for c in notebook.cells if c.cell_type == "code")  # the download keeps them
+    colab = nbformat.read(root / "_colab" / "notebooks" / "00_setup.ipynb", as_version=4)
+    assert "colab-setup" in colab.cells[0].metadata["tags"] and colab.metadata["accelerator"] == "GPU"
+    assert not any(c.get("outputs") for c in colab.cells if c.cell_type == "code")
+    # the package at the commit the book was built from, and the notebook's datasets
+    assert re.search(r"attn-tutorial @ git\+https://github\.com/\S+@[0-9a-f]{40}", colab.cells[0].source)
+    assert "['imdb']" in colab.cells[0].source
 
 
 def test_status_page_reports_profile_and_times():

@@ -2,9 +2,11 @@
 
 * Colab: the theme's Colab button would open ``notebooks/NN_x.md`` (Colab cannot read text
   notebooks). It is pointed at the generated ``.ipynb`` that the published site carries under
-  ``_sources/`` on the Pages branch (``course_pages_branch``) instead.
-* Downloads: the ``.ipynb`` offered for download (and opened by Colab) gets a first cell that
-  installs the course package from the repository URL configured in ``_config.yml``.
+  ``_colab/`` on the Pages branch (``course_pages_branch``) instead: no outputs, a GPU asked for.
+* Downloads: the ``.ipynb`` offered for download keeps the outputs; it and Colab's copy get a
+  first cell (``colab_setup.py``) that installs the course's package at the commit the book was
+  built from (repository URL from ``_config.yml``), gets the notebook's datasets and says which run
+  profile it will use.
 * Editions: the English book and its Chinese translation (``-D language=zh_CN``, from the
   catalogues in ``locales/``) are built side by side, the Chinese one in ``zh/`` of the English
   one's folder. ``course_other_edition`` (set by ``tools/build.py``) is the path from one edition's
@@ -37,7 +39,9 @@ from sphinx.transforms import SphinxTransform
 from sphinx.util import logging
 
 STATUS_DOC = "book/status"
-SETUP_TAG = "colab-setup"
+from colab_setup import SETUP_TAG, for_colab, setup_cell  # noqa: E402  (book/_ext is on sys.path, as this module)
+
+COLAB_DIR = "_colab"  # in the site: the notebooks as Colab opens them (no outputs, GPU asked for)
 EXECUTION_REPORT = "execution.json"  # in the output folder; read by tools/build.py and book/status.md
 REPORT_ENV = "ATTN_EXECUTION_REPORT"  # its path, for the status page's kernel
 FAILURE_KEY = "course_failure"  # our summary of a failed execution, next to myst-nb's exec_data
@@ -54,153 +58,16 @@ def _repo_parts(app: Sphinx) -> tuple[str, str] | None:
     return (parts[0], parts[1]) if len(parts) >= 2 else None
 
 
-def _setup_cell(repo_url: str) -> nbformat.NotebookNode:
-    source = (
-        "# Setup on Google Colab (or any machine without the course installed): install the\n"
-        "# course package `attn_tutorial` from the repository. Elsewhere this cell does nothing.\n"
-        "import importlib.util\n"
-        "if importlib.util.find_spec(\"attn_tutorial\") is None:\n"
-        f"    %pip install -q \"attn-tutorial @ git+{repo_url}\"\n"
-    )
-    return nbformat.v4.new_code_cell(source, metadata={"tags": [SETUP_TAG]})
+def course_requirement(app: Sphinx, repo_url: str) -> str:
+    """The pip requirement that installs the course's package as the book was built: at
+    ``$ATTN_COURSE_REF`` (a release tag) when set, else at the commit being built, else the branch."""
+    ref = os.environ.get("ATTN_COURSE_REF", "").strip()
+    if not ref:
+        import subprocess
 
-
-def reorder_docs(app: Sphinx, env, docnames: list[str]) -> None:
-    if STATUS_DOC in docnames:
-        docnames.remove(STATUS_DOC)
-        docnames.append(STATUS_DOC)
-
-
-def _exec_data(env) -> dict[str, dict]:
-    """myst-nb's per-document data (``NbMetadataCollector``), kept in the pickled environment."""
-    return getattr(env, "nb_metadata", None) or {}
-
-
-def _one_line(text: str, limit: int = 200) -> str:
-    lines = [line.strip() for line in ANSI.sub("", text).strip().splitlines() if line.strip()]
-    line = lines[0] + (" ..." if len(lines) > 1 else "") if lines else ""
-    return line if len(line) <= limit else line[: limit - 3] + "..."
-
-
-def summarize_failure(exec_data: dict, notebook: nbformat.NotebookNode | None) -> dict:
-    """The failing cell's error in one line and its line in the source, from myst-nb's execution
-    data and the executed notebook (whose error output carries the exception's name and value)."""
-    timed_out = exec_data.get("error") == "CellTimeoutError"
-    traceback = ANSI.sub("", exec_data.get("traceback") or "")
-    error, index = None, None
-    if notebook is not None:
-        code = [i for i, c in enumerate(notebook.cells) if c.cell_type == "code"]
-        # The cell that stopped the run is the last one with an error output (earlier ones may be
-        # allowed errors, tag raises-exception); a timed-out cell is the last one that started
-        # (its page shows the KeyboardInterrupt of the stopped kernel).
-        for i in reversed(code):
-            errors = [o for o in notebook.cells[i].get("outputs", []) if o.get("output_type") == "error"]
-            if errors:
-                index = i
-                error = f"{errors[-1].get('ename', 'Error')}: {errors[-1].get('evalue', '')}".rstrip(": ")
-                break
-        if timed_out:
-            started = [i for i in code if notebook.cells[i].get("execution_count") is not None]
-            index = started[-1] if started else index
-    if timed_out:
-        # nbclient: "A cell timed out while it was being executed, after N seconds."
-        match = re.search(r"CellTimeoutError: (.*)", traceback)
-        error = "CellTimeoutError: " + (match.group(1).strip() if match else "a cell ran past the time limit")
-    elif error is None:
-        lines = [line for line in traceback.strip().splitlines() if line.strip()]
-        error = lines[-1].strip() if lines else exec_data.get("error") or "unknown error"
-    line = None
-    source_map = notebook.metadata.get("source_map") if notebook is not None else None
-    if index is not None and source_map and index < len(source_map):
-        line = source_map[index] + 1  # as myst-nb counts: the first line of the cell's code
-    return {"status": "timed out" if timed_out else "failed", "error": _one_line(error), "line": line}
-
-
-def note_failure(app: Sphinx, doctree) -> None:
-    """After a notebook is read: summarize a failed execution while its executed copy is fresh."""
-    env = app.env
-    data = _exec_data(env).get(env.docname, {})
-    exec_data = data.get("exec_data")
-    if not exec_data or exec_data.get("succeeded"):
-        return
-    config = getattr(env, "mystnb_config", None)
-    if config is None or not config.output_folder:
-        return
-    executed = Path(config.output_folder).joinpath(*f"{env.docname}.ipynb".split("/"))
-    try:
-        notebook = nbformat.read(executed, as_version=4)
-    except (OSError, ValueError):
-        notebook = None
-    data[FAILURE_KEY] = summarize_failure(exec_data, notebook)
-
-
-def execution_report(app: Sphinx) -> dict:
-    """Every executed document's outcome, as written to ``<outdir>/execution.json``."""
-    env, outdir = app.env, Path(app.outdir)
-    notebooks = []
-    for docname, data in sorted(_exec_data(env).items()):
-        exec_data = data.get("exec_data")
-        if not exec_data or docname not in env.found_docs:
-            continue
-        entry = {
-            "docname": docname,
-            "source": str(env.doc2path(docname, False)).replace(os.sep, "/"),
-            "status": "ok",
-            "method": exec_data.get("method"),
-            "executed": datetime.fromtimestamp(exec_data["mtime"], timezone.utc).isoformat(timespec="seconds")
-            if exec_data.get("mtime") else None,
-            "seconds": exec_data.get("runtime"),
-            "error": None,
-            "line": None,
-            "log": None,
-        }
-        if not exec_data.get("succeeded"):
-            failure = data.get(FAILURE_KEY) or summarize_failure(exec_data, None)
-            log = Path("reports", *f"{docname}.err.log".split("/"))
-            entry.update(failure, log=log.as_posix() if (outdir / log).is_file() else None)
-        notebooks.append(entry)
-    return {"version": 1, "notebooks": notebooks}
-
-
-def write_report(app: Sphinx) -> dict:
-    report = execution_report(app)
-    path = Path(app.outdir) / EXECUTION_REPORT
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(report, indent=1) + "\n")
-    return report
-
-
-def status_source_read(app: Sphinx, docname: str, source: list[str]) -> None:
-    """Just before the status page executes (it is read last): the report of the notebooks so far."""
-    if docname == STATUS_DOC:
-        write_report(app)
-
-
-def final_report(app: Sphinx, env) -> list[str]:
-    """Once every document is read: the final report; the logs of notebooks that now succeed go."""
-    report = write_report(app)
-    for entry in report["notebooks"]:
-        log = Path(app.outdir, "reports", *f"{entry['docname']}.err.log".split("/"))
-        if entry["status"] == "ok" and log.is_file():
-            log.unlink()
-    failed = [e for e in report["notebooks"] if e["status"] != "ok"]
-    if failed:
-        logger.info(f"{len(failed)} notebook(s) did not execute: "
-                    + ", ".join(f"{e['source']} ({e['status']})" for e in failed))
-    return []
-
-
-def reread_failed_and_status(app: Sphinx, env, added, changed, removed) -> list[str]:
-    """Read again, whatever changed: every notebook whose execution failed (jupyter-cache kept no
-    result, so it is executed again) and the status page (it shows every notebook's outcome)."""
-    failed = [d for d, data in _exec_data(env).items()
-              if (data.get("exec_data") or {}).get("succeeded") is False]
-    return [d for d in [*failed, STATUS_DOC] if d in env.found_docs]
-
-
-def set_report_path(app: Sphinx) -> None:
-    # Kernels inherit this process's environment: the status page finds the report here.
-    os.environ[REPORT_ENV] = str(Path(app.outdir) / EXECUTION_REPORT)
+        out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=app.srcdir, capture_output=True, text=True)
+        ref = out.stdout.strip() if out.returncode == 0 else app.config.html_context.get("github_version", "main")
+    return f"attn-tutorial @ git+{repo_url}@{ref}"
 
 
 def notebook_links(app: Sphinx, pagename: str, templatename: str, context: dict, doctree) -> None:
@@ -211,15 +78,20 @@ def notebook_links(app: Sphinx, pagename: str, templatename: str, context: dict,
     path = Path(app.outdir) / "_sources" / ipynb
     if path.is_file() and repo_url:
         notebook = nbformat.read(path, as_version=4)
+        course = course_requirement(app, repo_url)
         if not any(SETUP_TAG in c.get("metadata", {}).get("tags", []) for c in notebook.cells):
-            notebook.cells.insert(0, _setup_cell(repo_url))
+            # the download keeps the outputs (to read offline); Colab's copy has none
+            notebook.cells.insert(0, setup_cell(course, Path(ipynb).stem))
             nbformat.write(notebook, path)
+        colab_copy = Path(app.outdir) / COLAB_DIR / ipynb
+        colab_copy.parent.mkdir(parents=True, exist_ok=True)
+        nbformat.write(for_colab(nbformat.read(path, as_version=4), course, Path(ipynb).stem), colab_copy)
     parts = _repo_parts(app)
     if parts is None:
         return
     org, repo = parts
     colab = app.config.html_theme_options.get("launch_buttons", {}).get("colab_url", "").rstrip("/")
-    url = f"{colab}/github/{org}/{repo}/blob/{app.config.course_pages_branch}/_sources/{ipynb}"
+    url = f"{colab}/github/{org}/{repo}/blob/{app.config.course_pages_branch}/{COLAB_DIR}/{ipynb}"
     for group in context.get("header_buttons", []):
         for button in group.get("buttons", []) if isinstance(group, dict) else []:
             if button.get("text") == "Colab":
