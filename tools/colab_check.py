@@ -57,7 +57,7 @@ def main(argv: list[str] | None = None) -> int:
         run([str(venv / "bin" / "python"), "-m", "pip", "install", "-q", *PREINSTALLED])
     python = venv / "bin" / "python"
     probe = subprocess.run([str(python), "-c", "import importlib.util; print(importlib.util.find_spec('attn_tutorial'))"],
-                           capture_output=True, text=True, check=True).stdout.strip()
+                           capture_output=True, text=True, check=True, cwd=WORK).stdout.strip()  # not from the checkout
     if probe != "None":
         raise SystemExit(f"the simulated runtime already has the course's package ({probe}): not a clean runtime")
     wheels = WORK / "wheel"
@@ -84,7 +84,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"executing {target.name} in the simulated Colab runtime (smoke profile) ...", flush=True)
     run([str(python), "-c", runner, str(target), str(WORK)], env=env, cwd=WORK)
     installed = subprocess.run([str(python), "-c", "import attn_tutorial, torch; print(attn_tutorial.__file__, torch.__version__)"],
-                               capture_output=True, text=True, env=env, check=True).stdout.strip()
+                               capture_output=True, text=True, env=env, check=True, cwd=WORK).stdout.strip()
     print(f"check-colab: {args.notebook} ran in a clean runtime with the course installed by its setup cell "
           f"({installed}) in {time.perf_counter() - started:.0f} s")
     return 0
