@@ -28,6 +28,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -74,21 +75,35 @@ extensions = [e for e in extensions if e != "sphinx_jupyterbook_latex"]
 
 
 def write_conf(root: Path = ROOT) -> None:
-    """Generate ``root``/conf.py from ``root``/_config.yml (plus the path of the local Sphinx extension)."""
-    out = subprocess.run(
-        [str(Path(sys.executable).parent / "jupyter-book"), "config", "sphinx", str(root)], capture_output=True, text=True
-    )
-    if out.returncode != 0:
-        raise SystemExit(f"jupyter-book config sphinx failed:\n{out.stdout}\n{out.stderr}")
-    conf = root / "conf.py"
-    text = conf.read_text()
+    """Generate ``root``/conf.py from ``root``/_config.yml (plus the path of the local Sphinx extension).
+
+    Skipped when conf.py is newer than _config.yml and already has this version's additions: the
+    test command runs builds side by side, and ``jupyter-book config sphinx`` rewrites conf.py in
+    place, so a build starting meanwhile could read a half-written or unpatched one (another set of
+    extensions: Sphinx then reads every page again). The final file is written atomically.
+    """
+    conf, config = root / "conf.py", root / "_config.yml"
+    prefix = _conf_prefix(root)
+    if (conf.is_file() and config.is_file() and conf.stat().st_mtime >= config.stat().st_mtime
+            and (text := conf.read_text()).startswith(prefix) and text.endswith(CONF_SUFFIX)):
+        return
+    with tempfile.TemporaryDirectory() as scratch:  # jupyter-book writes conf.py next to the config it reads
+        shutil.copyfile(config, Path(scratch) / "_config.yml")
+        out = subprocess.run(
+            [str(Path(sys.executable).parent / "jupyter-book"), "config", "sphinx", scratch], capture_output=True, text=True
+        )
+        if out.returncode != 0:
+            raise SystemExit(f"jupyter-book config sphinx failed:\n{out.stdout}\n{out.stderr}")
+        text = (Path(scratch) / "conf.py").read_text()
+    partial = conf.with_name(f".conf.py.{os.getpid()}")
+    partial.write_text(prefix + text + CONF_SUFFIX)
+    os.replace(partial, conf)
+
+
+def _conf_prefix(root: Path) -> str:
     if root == ROOT:
-        prefix = "import os, sys\nsys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), 'book', '_ext'))\n"
-    else:  # a book elsewhere (the tests' tiny books) uses the course's extension where it is
-        prefix = f"import os, sys\nsys.path.insert(0, {str(EXT_DIR)!r})\n"
-    if not text.startswith(prefix):
-        text = prefix + text + CONF_SUFFIX
-    conf.write_text(text)
+        return "import os, sys\nsys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), 'book', '_ext'))\n"
+    return f"import os, sys\nsys.path.insert(0, {str(EXT_DIR)!r})\n"  # a book elsewhere (the tests' tiny books)
 
 
 def default_profile() -> str:

@@ -70,6 +70,144 @@ def course_requirement(app: Sphinx, repo_url: str) -> str:
     return f"attn-tutorial @ git+{repo_url}@{ref}"
 
 
+def reorder_docs(app: Sphinx, env, docnames: list[str]) -> None:
+    if STATUS_DOC in docnames:
+        docnames.remove(STATUS_DOC)
+        docnames.append(STATUS_DOC)
+
+
+def _exec_data(env) -> dict[str, dict]:
+    """myst-nb's per-document data (``NbMetadataCollector``), kept in the pickled environment."""
+    return getattr(env, "nb_metadata", None) or {}
+
+
+def _one_line(text: str, limit: int = 200) -> str:
+    lines = [line.strip() for line in ANSI.sub("", text).strip().splitlines() if line.strip()]
+    line = lines[0] + (" ..." if len(lines) > 1 else "") if lines else ""
+    return line if len(line) <= limit else line[: limit - 3] + "..."
+
+
+def summarize_failure(exec_data: dict, notebook: nbformat.NotebookNode | None) -> dict:
+    """The failing cell's error in one line and its line in the source, from myst-nb's execution
+    data and the executed notebook (whose error output carries the exception's name and value)."""
+    timed_out = exec_data.get("error") == "CellTimeoutError"
+    traceback = ANSI.sub("", exec_data.get("traceback") or "")
+    error, index = None, None
+    if notebook is not None:
+        code = [i for i, c in enumerate(notebook.cells) if c.cell_type == "code"]
+        # The cell that stopped the run is the last one with an error output (earlier ones may be
+        # allowed errors, tag raises-exception); a timed-out cell is the last one that started
+        # (its page shows the KeyboardInterrupt of the stopped kernel).
+        for i in reversed(code):
+            errors = [o for o in notebook.cells[i].get("outputs", []) if o.get("output_type") == "error"]
+            if errors:
+                index = i
+                error = f"{errors[-1].get('ename', 'Error')}: {errors[-1].get('evalue', '')}".rstrip(": ")
+                break
+        if timed_out:
+            started = [i for i in code if notebook.cells[i].get("execution_count") is not None]
+            index = started[-1] if started else index
+    if timed_out:
+        # nbclient: "A cell timed out while it was being executed, after N seconds."
+        match = re.search(r"CellTimeoutError: (.*)", traceback)
+        error = "CellTimeoutError: " + (match.group(1).strip() if match else "a cell ran past the time limit")
+    elif error is None:
+        lines = [line for line in traceback.strip().splitlines() if line.strip()]
+        error = lines[-1].strip() if lines else exec_data.get("error") or "unknown error"
+    line = None
+    source_map = notebook.metadata.get("source_map") if notebook is not None else None
+    if index is not None and source_map and index < len(source_map):
+        line = source_map[index] + 1  # as myst-nb counts: the first line of the cell's code
+    return {"status": "timed out" if timed_out else "failed", "error": _one_line(error), "line": line}
+
+
+def note_failure(app: Sphinx, doctree) -> None:
+    """After a notebook is read: summarize a failed execution while its executed copy is fresh."""
+    env = app.env
+    data = _exec_data(env).get(env.docname, {})
+    exec_data = data.get("exec_data")
+    if not exec_data or exec_data.get("succeeded"):
+        return
+    config = getattr(env, "mystnb_config", None)
+    if config is None or not config.output_folder:
+        return
+    executed = Path(config.output_folder).joinpath(*f"{env.docname}.ipynb".split("/"))
+    try:
+        notebook = nbformat.read(executed, as_version=4)
+    except (OSError, ValueError):
+        notebook = None
+    data[FAILURE_KEY] = summarize_failure(exec_data, notebook)
+
+
+def execution_report(app: Sphinx) -> dict:
+    """Every executed document's outcome, as written to ``<outdir>/execution.json``."""
+    env, outdir = app.env, Path(app.outdir)
+    notebooks = []
+    for docname, data in sorted(_exec_data(env).items()):
+        exec_data = data.get("exec_data")
+        if not exec_data or docname not in env.found_docs:
+            continue
+        entry = {
+            "docname": docname,
+            "source": str(env.doc2path(docname, False)).replace(os.sep, "/"),
+            "status": "ok",
+            "method": exec_data.get("method"),
+            "executed": datetime.fromtimestamp(exec_data["mtime"], timezone.utc).isoformat(timespec="seconds")
+            if exec_data.get("mtime") else None,
+            "seconds": exec_data.get("runtime"),
+            "error": None,
+            "line": None,
+            "log": None,
+        }
+        if not exec_data.get("succeeded"):
+            failure = data.get(FAILURE_KEY) or summarize_failure(exec_data, None)
+            log = Path("reports", *f"{docname}.err.log".split("/"))
+            entry.update(failure, log=log.as_posix() if (outdir / log).is_file() else None)
+        notebooks.append(entry)
+    return {"version": 1, "notebooks": notebooks}
+
+
+def write_report(app: Sphinx) -> dict:
+    report = execution_report(app)
+    path = Path(app.outdir) / EXECUTION_REPORT
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(report, indent=1) + "\n")
+    return report
+
+
+def status_source_read(app: Sphinx, docname: str, source: list[str]) -> None:
+    """Just before the status page executes (it is read last): the report of the notebooks so far."""
+    if docname == STATUS_DOC:
+        write_report(app)
+
+
+def final_report(app: Sphinx, env) -> list[str]:
+    """Once every document is read: the final report; the logs of notebooks that now succeed go."""
+    report = write_report(app)
+    for entry in report["notebooks"]:
+        log = Path(app.outdir, "reports", *f"{entry['docname']}.err.log".split("/"))
+        if entry["status"] == "ok" and log.is_file():
+            log.unlink()
+    failed = [e for e in report["notebooks"] if e["status"] != "ok"]
+    if failed:
+        logger.info(f"{len(failed)} notebook(s) did not execute: "
+                    + ", ".join(f"{e['source']} ({e['status']})" for e in failed))
+    return []
+
+
+def reread_failed_and_status(app: Sphinx, env, added, changed, removed) -> list[str]:
+    """Read again, whatever changed: every notebook whose execution failed (jupyter-cache kept no
+    result, so it is executed again) and the status page (it shows every notebook's outcome)."""
+    failed = [d for d, data in _exec_data(env).items()
+              if (data.get("exec_data") or {}).get("succeeded") is False]
+    return [d for d in [*failed, STATUS_DOC] if d in env.found_docs]
+
+
+def set_report_path(app: Sphinx) -> None:
+    # Kernels inherit this process's environment: the status page finds the report here.
+    os.environ[REPORT_ENV] = str(Path(app.outdir) / EXECUTION_REPORT)
+
+
 def notebook_links(app: Sphinx, pagename: str, templatename: str, context: dict, doctree) -> None:
     ipynb = context.get("ipynb_source")
     if not ipynb:
