@@ -64,6 +64,7 @@ def main(argv: list[str] | None = None) -> int:
     shutil.rmtree(wheels, ignore_errors=True)
     run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", "-w", str(wheels), str(ROOT)])
     wheel = next(wheels.glob("attn_tutorial-*.whl"))
+    shutil.rmtree(ROOT / "build", ignore_errors=True)  # setuptools' scratch folder in the checkout
 
     source = ROOT / "notebooks" / f"{args.notebook}.md"
     notebook = for_colab(jupytext.read(source), "attn-tutorial (from the local wheel, $ATTN_WHEEL)", args.notebook)

@@ -32,6 +32,7 @@ new record, a hand-edited SVG, a missing manifest) draws the module again. ``--f
 from __future__ import annotations
 
 import argparse
+import contextlib
 import hashlib
 import importlib.metadata
 import importlib.util
@@ -131,9 +132,11 @@ def load_labels() -> dict[str, str]:
     return json.loads(_common.LABELS_ZH.read_text(encoding="utf-8")) if _common.LABELS_ZH.is_file() else {}
 
 
-def render(draw, language: str = "en", labels: dict | None = None) -> bytes:
-    """One figure as SVG bytes, without the date and tool stamps (so the bytes are reproducible);
-    in Chinese (``zh_CN``), its texts translated from ``labels`` and drawn with a Chinese font."""
+@contextlib.contextmanager
+def drawn(draw, language: str = "en", labels: dict | None = None):
+    """Draw one figure in the book's style, seeded as always (the same numbers in SVG and preview);
+    in Chinese (``zh_CN``), its texts translated from ``labels`` and drawn with a Chinese font.
+    Yields the figure inside the style (saving needs it too), then closes it."""
     import matplotlib.pyplot as plt
     import _common
 
@@ -147,30 +150,25 @@ def render(draw, language: str = "en", labels: dict | None = None) -> bytes:
         fig = draw()
         if language != "en":
             _common.translate_figure(fig, labels if labels is not None else load_labels())
-        buffer = io.BytesIO()
+        try:
+            yield fig
+        finally:
+            plt.close(fig)
+
+
+def render(draw, language: str = "en", labels: dict | None = None) -> bytes:
+    """One figure as SVG bytes, without the date and tool stamps (so the bytes are reproducible)."""
+    buffer = io.BytesIO()
+    with drawn(draw, language, labels) as fig:
         fig.savefig(buffer, format="svg", bbox_inches="tight", metadata={"Date": None, "Creator": None})
-        plt.close(fig)
     return buffer.getvalue()
 
 
 def preview(draw, path: Path, language: str = "en", labels: dict | None = None) -> None:
     """A PNG of one figure, for looking at it where no SVG viewer is at hand."""
-    import matplotlib.pyplot as plt
-    import _common
-
     path.parent.mkdir(parents=True, exist_ok=True)
-    style = dict(_common.STYLE)
-    if language != "en":
-        style["font.family"] = [_common.STYLE["font.family"], _common.chinese_font()]
-    with plt.rc_context(style):
-        import torch
-
-        torch.manual_seed(0)  # the same numbers as in the SVG
-        fig = draw()
-        if language != "en":
-            _common.translate_figure(fig, labels if labels is not None else load_labels())
+    with drawn(draw, language, labels) as fig:
         fig.savefig(path, format="png", bbox_inches="tight", dpi=80)
-        plt.close(fig)
 
 
 def update_labels() -> tuple[int, int]:
