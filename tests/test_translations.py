@@ -90,3 +90,17 @@ def test_display_math_may_translate_only_its_text():
 
 def test_chinese_quoted_in_english_prose_still_needs_a_translator():
     assert not tr.nothing_to_translate("The wrong output 这只是上个 means \"this is only the last one\".", tr.load_terms())
+
+
+def test_a_wrong_page_or_file_is_a_clear_error(tmp_path):
+    import subprocess
+
+    def run(*args):
+        return subprocess.run([sys.executable, str(ROOT / "tools" / "translations.py"), *args], capture_output=True, text=True)
+
+    out = run("todo", "chapters/99_nothing")
+    assert out.returncode != 0 and "no catalogue for page 'chapters/99_nothing'" in out.stderr
+    bad = tmp_path / "bad.json"
+    bad.write_text("[1, 2]")
+    out = run("fill", "chapters/00_setup", str(bad))
+    assert out.returncode != 0 and "expected a JSON object" in out.stderr

@@ -442,6 +442,17 @@ def main(argv: list[str] | None = None) -> int:
     fl.add_argument("page")
     fl.add_argument("file", type=Path)
     args = parser.parse_args(argv)
+    page = getattr(args, "page", None)
+    if args.command in ("todo", "fill", "dump") and page != "figures" and not (LOCALES / f"{page}.po").is_file():
+        known = sorted(page_of(p, LOCALES) for p in LOCALES.rglob("*.po"))
+        raise SystemExit(f"no catalogue for page {page!r}: expected one of {', '.join(known)} or 'figures'")
+    if args.command == "fill":
+        try:
+            translations = json.loads(args.file.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as error:
+            raise SystemExit(f"{args.file}: expected a JSON object {{key: Chinese}} ({error})")
+        if not isinstance(translations, dict) or not all(isinstance(v, str) for v in translations.values()):
+            raise SystemExit(f"{args.file}: expected a JSON object mapping message keys to Chinese strings")
     if args.command == "update":
         print("\n".join(update(set(args.page) if args.page else None)))
     elif args.command == "check":
@@ -464,7 +475,7 @@ def main(argv: list[str] | None = None) -> int:
     elif args.command == "todo":
         print(json.dumps(todo(args.page), ensure_ascii=False, indent=1))
     elif args.command == "fill":
-        problems = fill(args.page, json.loads(args.file.read_text(encoding="utf-8")))
+        problems = fill(args.page, translations)
         print("\n".join(problems) if problems else "filled; no fidelity or term problems")
         return 1 if problems else 0
     return 0
