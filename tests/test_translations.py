@@ -104,3 +104,114 @@ def test_a_wrong_page_or_file_is_a_clear_error(tmp_path):
     bad.write_text("[1, 2]")
     out = run("fill", "chapters/00_setup", str(bad))
     assert out.returncode != 0 and "expected a JSON object" in out.stderr
+
+
+# --- bad input: malformed or non-UTF-8 catalogues, unknown pages, no templates, signs -----------------
+REAL = tr.LOCALES / "chapters" / "00_setup.po"
+
+
+@pytest.fixture
+def catalogues(tmp_path, monkeypatch):
+    """A copy of one real catalogue (chapters/00_setup) and a template of its English, in tmp_path."""
+    locales, pots = tmp_path / "locales", tmp_path / "gettext"
+    (locales / "chapters").mkdir(parents=True)
+    (pots / "chapters").mkdir(parents=True)
+    po = locales / "chapters" / "00_setup.po"
+    po.write_bytes(REAL.read_bytes())
+    template = tr.read(REAL)
+    for message in template:
+        if message.id:
+            message.string = ""
+    with open(pots / "chapters" / "00_setup.pot", "wb") as handle:
+        tr.write_po(handle, template, width=tr.WIDTH)
+    monkeypatch.setattr(tr, "LOCALES", locales)
+    monkeypatch.setattr(tr, "POT_DIR", pots)
+    monkeypatch.setattr(tr, "extract", lambda: sorted(pots.rglob("*.pot")))  # no Sphinx run
+    return po
+
+
+def corrupt(po, how: str) -> tuple[int, str]:
+    """Break the first translated one-line msgstr of ``po``; return its line number and the translation."""
+    lines = po.read_text(encoding="utf-8").split("\n")
+    number = next(i for i, line in enumerate(lines) if line.startswith('msgstr "') and len(line) > 12
+                  and lines[i - 1].startswith('msgid "') and i > 20)
+    text = tr.read(po)[lines[number - 1][7:-1]].string
+    if how == "unquoted continuation":
+        lines.insert(number + 1, "这一行没有引号")
+        bad_line = number + 2
+    else:  # the msgstr's closing quote lost: Babel alone would drop the last character
+        lines[number] = lines[number][:-1]
+        bad_line = number + 1
+    po.write_text("\n".join(lines), encoding="utf-8")
+    return bad_line, text
+
+
+@pytest.mark.parametrize("how", ["unquoted continuation", "missing closing quote"])
+def test_a_malformed_catalogue_fails_check_and_is_never_rewritten(catalogues, how):
+    bad_line, _ = corrupt(catalogues, how)
+    before = catalogues.read_bytes()
+    problems = tr.check(extract_first=False)
+    assert any(f"00_setup.po:{bad_line}: malformed" in p for p in problems), problems
+    key = next(tr.key(m.id) for m in tr.read(REAL) if m.id)
+    with pytest.raises(tr.CatalogueError, match=rf"00_setup.po:{bad_line}: malformed"):
+        tr.fill("chapters/00_setup", {key: "新的译文"})
+    with pytest.raises(tr.CatalogueError, match=rf"00_setup.po:{bad_line}: malformed"):
+        tr.update()
+    with pytest.raises(SystemExit, match=rf"error: .*00_setup.po:{bad_line}: malformed"):
+        tr.main(["fill", "chapters/00_setup", str(_json(catalogues.parent.parent, {key: "新的译文"}))])
+    assert tr.main(["check", "--no-extract"]) == 1
+    assert catalogues.read_bytes() == before, "a malformed catalogue is never rewritten"
+
+
+def _json(folder, data):
+    import json
+
+    path = folder / "fill.json"
+    path.write_text(json.dumps(data, ensure_ascii=False), encoding="utf-8")
+    return path
+
+
+def test_a_write_that_would_lose_text_is_refused(catalogues):
+    before = catalogues.read_bytes()
+    key = next(tr.key(m.id) for m in tr.read(REAL) if m.id)
+    # a lone surrogate (JSON allows one) would be written as the six characters \ud800
+    with pytest.raises(tr.CatalogueError, match=r"refusing to write .*00_setup.po.*the file is unchanged"):
+        tr.fill("chapters/00_setup", {key: "译文\ud800"})
+    assert catalogues.read_bytes() == before
+    assert tr.fill("chapters/00_setup", {key: "新的译文"}) != None  # noqa: E711 (a good fill still writes)
+    assert tr.read(catalogues)[next(m.id for m in tr.read(REAL) if m.id and tr.key(m.id) == key)].string == "新的译文"
+
+
+def test_a_catalogue_not_in_utf8_is_an_error_naming_the_file_and_encoding(catalogues):
+    catalogues.write_bytes(REAL.read_text(encoding="utf-8").encode("gbk"))
+    with pytest.raises(tr.CatalogueError, match=r"00_setup.po:\d+: not UTF-8 text .*reads as GB18030 \(GBK\)"):
+        tr.read(catalogues)
+    assert any("not UTF-8 text" in p for p in tr.check(extract_first=False))
+    with pytest.raises(SystemExit, match=r"error: .*00_setup.po:\d+: not UTF-8"):
+        tr.main(["stats"])
+
+
+def test_check_of_an_unknown_page_or_without_templates_fails(catalogues, capsys):
+    with pytest.raises(SystemExit, match=r"no such page: 'chapters/99_nothing'"):
+        tr.main(["check", "--page", "chapters/99_nothing"])
+    problems = tr.check(extract_first=False, only={"chapters/99_nothing"})
+    assert any(p.startswith("no such page: chapters/99_nothing") for p in problems), problems
+    assert tr.check(extract_first=False, only={"chapters/00_setup"}) == []
+    for pot in tr.POT_DIR.rglob("*.pot"):
+        pot.unlink()
+    assert tr.main(["check", "--no-extract"]) == 1
+    assert "no message templates in" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("english, chinese, faithful", [
+    ("The loss falls to −3.5.", "损失降至 3.5。", False),
+    ("The loss falls to −3.5.", "损失降至−3.5。", True),  # a sign right after Chinese
+    ("The loss falls to −3.5.", "损失降至 -3.5。", True),  # U+2212 and the hyphen-minus are one sign
+    ("A change of −0.09.", "变化为 +0.09。", False),
+    ("A change of +0.09.", "变化为 0.09。", False),
+    ("A change of (-0.09).", "变化为（−0.09）。", True),
+    ("GPT-2 has layers 1-2 and 10-fold CV.", "GPT-2 有第 1-2 层，并做 10-fold 交叉验证。", True),
+])
+def test_fidelity_compares_signs(english, chinese, faithful):
+    problems = tr.fidelity_problems(english, chinese)
+    assert (problems == []) == faithful, problems

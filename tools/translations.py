@@ -22,7 +22,11 @@ math, code, the Chinese column of the term table) are filled with themselves.
 English, or when a translation breaks fidelity: every number, math span, inline code span, role or
 link target and footnote of the English must appear unchanged in the translation (and no number
 may appear that the English does not have), and the course's strict terms (``book/terms_zh.csv``)
-must be translated as the term table says. A change to the English therefore fails the test
+must be translated as the term table says (a number keeps its sign: −3.5 is not 3.5; U+2212 and
+the hyphen-minus are one sign). A catalogue is read strictly: one that is not UTF-8, or has a malformed
+line (an unquoted line, a string without its closing quote), fails ``check`` and is never rewritten by
+``fill`` or ``update``, and a write whose text would not read back as the same messages is refused;
+each such error names the file and the line. A change to the English therefore fails the test
 command until its translation follows: run ``make translations``, translate what ``todo`` lists,
 ``fill`` it, and run ``check``.
 """
@@ -33,15 +37,17 @@ import argparse
 import csv
 import hashlib
 import json
+import os
 import re
 import shutil
 import subprocess
 import sys
 from collections import Counter
+from io import BytesIO
 from pathlib import Path
 
 from babel.messages.catalog import Catalog
-from babel.messages.pofile import read_po, write_po
+from babel.messages.pofile import PoFileError, read_po, write_po
 
 ROOT = Path(__file__).resolve().parent.parent
 LANGUAGE = "zh_CN"
@@ -60,7 +66,10 @@ AUTOLINK = re.compile(r"<(https?://[^>\s]+)>|(?<![(<])(https?://[^\s)>\]]+)")
 FOOTNOTE = re.compile(r"\[\^[\w-]+\]")
 HTML_TAG = re.compile(r"<[a-zA-Z]+\s[^<>]*>|</[a-zA-Z]+>")  # raw HTML with attributes, and closing tags
 SUBSTITUTION = re.compile(r"\{\{[^}]*\}\}")
-NUMBER = re.compile(r"(?<![\w.])\d+(?:[.,]\d+)*")
+# A number with its sign: a minus (hyphen-minus, U+2212 or full-width) or plus right before the
+# digits and after no letter, digit or point (so not the hyphen of GPT-2 or of a range 1-2).
+NUMBER = re.compile(r"(?:(?<![A-Za-z0-9_.])[-\u2212\uff0d+\uff0b](?=\d))?(?<![\w.])\d+(?:[.,]\d+)*")
+SIGNS = str.maketrans({"\u2212": "-", "\uff0d": "-", "\uff0b": "+"})
 CJK = re.compile(r"[\u3400-\u9fff]")
 LETTERS = re.compile(r"[A-Za-z]{2,}")
 
@@ -113,7 +122,7 @@ def tokens(text: str) -> dict[str, Counter]:
         found["footnote"][match.group(0)] += 1
     rest = FOOTNOTE.sub(" ", SUBSTITUTION.sub(" ", rest))
     for match in NUMBER.finditer(rest):
-        found["number"][match.group(0)] += 1
+        found["number"][match.group(0).translate(SIGNS)] += 1  # −3.5 and -3.5 are one number
     return found
 
 
@@ -244,15 +253,94 @@ def page_of(path: Path, base: Path) -> str:
     return path.relative_to(base).with_suffix("").as_posix()
 
 
+class CatalogueError(ValueError):
+    """A catalogue that cannot be read, or written back, without losing or changing text."""
+
+
+# What a line of a catalogue may be (gettext's PO format, as Babel reads it): a comment, a keyword
+# with one quoted string, or a quoted string continuing the one before. Babel itself reads a string
+# without its closing quote by dropping its last character, and an unquoted line only with a warning.
+_PO_STRING = r'"(?:[^"\\]|\\[\\"abfnrtv])*"'
+_PO_LINE = re.compile(rf'(?:(?:msgctxt|msgid|msgid_plural|msgstr(?:\[\d+\])?)[ \t]+)?{_PO_STRING}')
+
+
+def parse_catalogue(data: bytes, path: Path, locale: str | None = LANGUAGE) -> Catalog:
+    """A catalogue read strictly: UTF-8 text, every line well formed (Babel's ``abort_invalid`` as
+    well), a UTF-8 charset in its header; else :class:`CatalogueError` naming the file and line."""
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as error:
+        line = data[:error.start].count(b"\n") + 1
+        guess = next((name for name in ("gb18030", "big5", "cp1252") if _decodes(data, name)), None)
+        raise CatalogueError(
+            f"{path}:{line}: not UTF-8 text (byte {data[error.start]:#04x})"
+            + (f"; it reads as {guess.upper()}{' (GBK)' if guess == 'gb18030' else ''}" if guess else "")
+            + f": the catalogues are UTF-8; convert it, e.g. iconv -f {(guess or 'GB18030').upper()} -t UTF-8") from None
+    lines = text.split("\n")  # only "\n" ends a line: U+2028 and the like are text
+    for number, line in enumerate(lines, start=1):
+        stripped = line.strip()
+        if stripped.startswith("#~"):
+            stripped = stripped[2:].strip()
+        elif stripped.startswith("#") or not stripped:
+            continue
+        if stripped and not _PO_LINE.fullmatch(stripped):
+            problem = ("a string without its closing quote, or an unknown escape" if '"' in stripped
+                       else "a line that is neither a comment, a keyword with a quoted string, nor a quoted string")
+            raise CatalogueError(f"{path}:{number}: malformed: {problem}: {stripped[:80]!r}")
+    try:
+        catalog = read_po(lines, locale=locale, abort_invalid=True)
+    except PoFileError as error:
+        raise CatalogueError(f"{path}:{error.lineno + 1}: malformed: {error}: {error.line[:80]!r}") from None
+    if catalog.charset.lower().replace("_", "-") not in ("utf-8", "utf8"):
+        raise CatalogueError(f"{path}: its header declares charset={catalog.charset}: the catalogues are UTF-8 "
+                             "(write Content-Type: text/plain; charset=utf-8)")
+    return catalog
+
+
+def _decodes(data: bytes, encoding: str) -> bool:
+    try:
+        data.decode(encoding)
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
 def read(path: Path, template: bool = False) -> Catalog:
-    with open(path, "rb") as handle:
-        return read_po(handle, locale=None if template else LANGUAGE)
+    try:
+        data = path.read_bytes()
+    except OSError as error:
+        raise CatalogueError(f"cannot read {path}: {error.strerror}") from None
+    return parse_catalogue(data, path, None if template else LANGUAGE)
+
+
+def _content(catalog: Catalog) -> dict:
+    return {(m.id, m.context): (m.string, m.fuzzy) for m in catalog if m.id}
 
 
 def write(catalog: Catalog, path: Path) -> None:
+    """Write ``catalog`` to ``path`` only if the written text reads back, strictly, as the same
+    messages, translations and fuzzy flags; else :class:`CatalogueError` (the file is unchanged)."""
+    buffer = BytesIO()
+    write_po(buffer, catalog, width=WIDTH, ignore_obsolete=True, include_previous=True, sort_output=False)
+    data = buffer.getvalue()
+    try:
+        written = parse_catalogue(data, path, catalog.locale_identifier)
+    except CatalogueError as error:
+        raise CatalogueError(f"refusing to write {path}: the text would not read back ({error}); the file is "
+                             "unchanged") from None
+    intended, back = _content(catalog), _content(written)
+    lines = {(m.id, m.context): m.lineno for m in written if m.id}
+    for k, value in intended.items():
+        if back.get(k) != value:
+            where = f"{path}:{lines[k]}" if k in lines else str(path)
+            part = "is missing" if k not in back else ("translation changes" if back[k][0] != value[0] else
+                                                       "fuzzy flag changes")
+            raise CatalogueError(f"refusing to write {where}: the message {k[0][:60]!r} would not read back as "
+                                 f"written (its {part}); the file is unchanged")
     path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "wb") as handle:
-        write_po(handle, catalog, width=WIDTH, ignore_obsolete=True, include_previous=True, sort_output=False)
+    partial = path.with_name(f".{path.name}.{os.getpid()}")
+    partial.write_bytes(data)
+    os.replace(partial, path)
 
 
 def extract() -> list[Path]:
@@ -273,6 +361,9 @@ def extract() -> list[Path]:
 def update(only: set[str] | None = None) -> list[str]:
     """Merge the English into the catalogues (of the pages ``only``, else all); return what changed."""
     terms = load_terms()
+    for po_path in sorted(LOCALES.rglob("*.po")):  # a malformed catalogue stops it before anything is written
+        if not only or page_of(po_path, LOCALES) in only:
+            read(po_path)
     report = []
     pages = set()
     for pot_path in extract():
@@ -311,6 +402,9 @@ def check(extract_first: bool = True, only: set[str] | None = None) -> list[str]
     lines (empty: all is well)."""
     terms = load_terms()
     pots = extract() if extract_first else sorted(p for p in POT_DIR.rglob("*.pot") if not p.relative_to(POT_DIR).parts[0].startswith("_"))
+    if not pots:
+        return [f"no message templates in {POT_DIR}: nothing was checked; run the check "
+                "without --no-extract (or make translations) first"]
     problems = []
     pages = set()
     for pot_path in pots:
@@ -322,8 +416,12 @@ def check(extract_first: bool = True, only: set[str] | None = None) -> list[str]
         if not po_path.is_file():
             problems.append(f"{page}: no catalogue ({po_path.relative_to(ROOT)}); run make translations")
             continue
-        english = {m.id for m in read(pot_path, template=True) if m.id}
-        catalog = read(po_path)
+        try:
+            english = {m.id for m in read(pot_path, template=True) if m.id}
+            catalog = read(po_path)
+        except CatalogueError as error:
+            problems.append(f"{page}: {error}")
+            continue
         have = {m.id: m for m in catalog if m.id}
         for msgid in english - set(have):
             problems.append(f"{page} [{key(msgid)}]: not in the catalogue (the English changed; run make translations): {msgid[:70]!r}")
@@ -343,6 +441,9 @@ def check(extract_first: bool = True, only: set[str] | None = None) -> list[str]
     for po_path in sorted(LOCALES.rglob("*.po")):
         if page_of(po_path, LOCALES) not in pages and not only:
             problems.append(f"{page_of(po_path, LOCALES)}: a catalogue for a page that does not exist; run make translations")
+    unknown = sorted((only or set()) - pages - {"figures"})
+    if unknown:
+        problems.append(f"no such page: {', '.join(unknown)} (the pages are {', '.join(sorted(pages))} and 'figures')")
     if not only or "figures" in only:
         problems += label_problems()
     return problems
@@ -362,11 +463,17 @@ def label_problems() -> list[str]:
     return problems
 
 
-def stats() -> list[tuple[str, int, int, int, int]]:
-    """(page, messages, translated, English words, words translated) per catalogue."""
+def stats(skip_unreadable: bool = False) -> list[tuple[str, int, int, int, int]]:
+    """(page, messages, translated, English words, words translated) per catalogue (one that cannot
+    be read: an error, or left out with ``skip_unreadable``)."""
     rows = []
     for po_path in sorted(LOCALES.rglob("*.po")):
-        catalog = read(po_path)
+        try:
+            catalog = read(po_path)
+        except CatalogueError:
+            if skip_unreadable:
+                continue
+            raise
         messages = [m for m in catalog if m.id]
         done = [m for m in messages if m.string and not m.fuzzy]
         rows.append((page_of(po_path, LOCALES), len(messages), len(done),
@@ -446,6 +553,13 @@ def main(argv: list[str] | None = None) -> int:
     if args.command in ("todo", "fill", "dump") and page != "figures" and not (LOCALES / f"{page}.po").is_file():
         known = sorted(page_of(p, LOCALES) for p in LOCALES.rglob("*.po"))
         raise SystemExit(f"no catalogue for page {page!r}: expected one of {', '.join(known)} or 'figures'")
+    if args.command in ("check", "update") and args.page:  # at once, not after extracting every page
+        unknown = [p for p in args.page if p != "figures" and not (LOCALES / f"{p}.po").is_file()
+                   and not any((ROOT / f"{p}{suffix}").is_file() for suffix in (".md", ".ipynb"))]
+        if unknown:
+            known = sorted(page_of(p, LOCALES) for p in LOCALES.rglob("*.po"))
+            raise SystemExit(f"no such page: {', '.join(map(repr, unknown))}: expected one of {', '.join(known)}, "
+                             "'figures', or a new page's source path without .md")
     if args.command == "fill":
         try:
             translations = json.loads(args.file.read_text(encoding="utf-8"))
@@ -453,11 +567,19 @@ def main(argv: list[str] | None = None) -> int:
             raise SystemExit(f"{args.file}: expected a JSON object {{key: Chinese}} ({error})")
         if not isinstance(translations, dict) or not all(isinstance(v, str) for v in translations.values()):
             raise SystemExit(f"{args.file}: expected a JSON object mapping message keys to Chinese strings")
+        args.translations = translations
+    try:
+        return _run(args)
+    except CatalogueError as error:
+        raise SystemExit(f"error: {error}") from None
+
+
+def _run(args: argparse.Namespace) -> int:
     if args.command == "update":
         print("\n".join(update(set(args.page) if args.page else None)))
     elif args.command == "check":
         problems = check(extract_first=not args.no_extract, only=set(args.page) if args.page else None)
-        rows = stats()
+        rows = stats(skip_unreadable=True)
         messages, done = sum(r[1] for r in rows), sum(r[2] for r in rows)
         print(f"Chinese edition: {done} of {messages} messages translated, {len(problems)} problems")
         print("\n".join(problems[:200]) + (f"\n... and {len(problems) - 200} more" if len(problems) > 200 else ""))
@@ -475,7 +597,7 @@ def main(argv: list[str] | None = None) -> int:
     elif args.command == "todo":
         print(json.dumps(todo(args.page), ensure_ascii=False, indent=1))
     elif args.command == "fill":
-        problems = fill(args.page, translations)
+        problems = fill(args.page, args.translations)
         print("\n".join(problems) if problems else "filled; no fidelity or term problems")
         return 1 if problems else 0
     return 0
