@@ -126,6 +126,24 @@ def test_submission_folders(tmp_path):
         classroom.find_submissions(tmp_path / "missing")
 
 
+def test_a_notebook_suffix_in_any_case_is_graded_and_other_files_are_named(tmp_path, capsys):
+    """Bob.IPYNB (as some systems upper-case it) is a submission; whatever is not is named as skipped."""
+    (tmp_path / "Bob.IPYNB").write_text("{}")
+    (tmp_path / "cy").mkdir()
+    (tmp_path / "cy" / "Homework.Ipynb").write_text("{}")
+    (tmp_path / "dee.ipynb.zip").write_text("")
+    (tmp_path / "notes.txt").write_text("not a notebook")
+    found = classroom.find_submissions(tmp_path)
+    assert found == {"Bob": tmp_path / "Bob.IPYNB", "cy": tmp_path / "cy" / "Homework.Ipynb"}
+    err = capsys.readouterr().err
+    assert f"skipping {tmp_path / 'dee.ipynb.zip'}: not a .ipynb notebook" in err
+    assert f"skipping {tmp_path / 'notes.txt'}: not a .ipynb notebook" in err
+    (tmp_path / "Bob.ipynb").write_text("{}")
+    if len(list(tmp_path.iterdir())) == 5:  # a case-sensitive file system: two files, one student
+        with pytest.raises(SystemExit, match="two submissions map to the student id 'Bob'"):
+            classroom.find_submissions(tmp_path)
+
+
 def test_unknown_assignment_is_a_clear_error():
     with pytest.raises(SystemExit, match="no assignment 'a9'.*the assignments are a1_"):
         classroom.assignment_source("a9")

@@ -290,3 +290,65 @@ def test_github_classroom_workflow_grades_with_hidden_tests_from_outside_the_stu
         assert any(placeholder in line and "<<< PLACEHOLDER" in line for line in text.splitlines()), placeholder
     readme = (WORKFLOW.parents[2] / "README.md").read_text()
     assert "COURSE_REPO_TOKEN" in readme and "<<< PLACEHOLDER" in readme
+
+
+# --- bad input: shared identifiers, a roster not in UTF-8, names that are spreadsheet formulas ---------
+@pytest.mark.parametrize("change, message", [
+    (("bo@uni.example", "ana@uni.example"),
+     r"gives Email address 'ana@uni.example' to two students: line 4 \(grader id 'ana'\) and line 6 "
+     r"\(grader id 'bo'\); on import one grade would overwrite the other"),
+    (("bo@uni.example", "ANA@uni.example"), r"gives Email address 'ANA@uni.example' to two students: line 4"),
+    ((",104,", ",102,"), r"gives ID '102' to two students: line 4 \(grader id 'ana'\) and line 6 \(grader id 'bo'\)"),
+    ((",S-3,", ",S-1,"), r"gives SIS User ID 'S-1' to two students: line 3 \(grader id 'zoe'\) and line 5"),
+    ((",mmann,", ",zzed,"), r"gives SIS Login ID 'zzed' to two students: line 3 .* and line 5 \(grader id 'max'\)"),
+    ((",mmann,", ",=cmd|' /C calc'!A0,"), r"gives SIS Login ID .* on line 5: it starts with '=', which a spreadsheet"),
+])
+def test_two_students_with_one_identifier_are_refused_naming_both_rows(tmp_path, results, change, message):
+    with pytest.raises(SystemExit, match=message):
+        export(tmp_path, results, roster=ROSTER.replace(*change))
+    assert not (tmp_path / "out").exists()
+
+
+def test_two_students_may_share_a_name_or_a_section(tmp_path, results):
+    _, canvas, _ = export(tmp_path, results, roster=ROSTER.replace('"Berg, Bo"', '"Lopez, Ana"'))
+    assert [row[0] for row in canvas[2:]].count("Lopez, Ana") == 2
+
+
+def test_a_roster_not_in_utf8_is_an_error_naming_the_file_and_encoding(tmp_path):
+    (tmp_path / "roster.csv").write_bytes("grader_id,Student,ID,Email address\nzoe,Zoë Café,101,z@x\n".encode("cp1252"))
+    config = tmp_path / "lms.toml"
+    config.write_text("")
+    with pytest.raises(SystemExit, match=r"the roster .*roster.csv is not UTF-8 \(byte 0xeb on line 2; it reads as "
+                                         r"Windows-1252.*save it as 'CSV UTF-8 \(Comma delimited\)'"):
+        lms.prepare(NAME, ["zoe"], config, tmp_path / "roster.csv")
+
+
+FORMULAS = ["=HYPERLINK(\"http://evil.example\",\"x\")", "+1+cmd|' /C calc'!A0", "-2+3", "@SUM(A1:A9)",
+            "\tTab", "\rReturn"]
+
+
+def test_spreadsheet_formulas_are_neutralised_in_every_csv(tmp_path, results, capsys):
+    """OWASP's CSV injection: a cell starting with = + - @ tab or CR gets a ' before it, in grades.csv,
+    feedback.csv, canvas.csv and moodle.csv; numbers stay numbers."""
+    results[0].tests[0].message = FORMULAS[0]
+    results[1].detail = FORMULAS[3]
+    results[2] = result("-max", "timed out", [0, 2, 0])  # a grader id may start with -
+    roster = ROSTER.replace("max,", "-max,")
+    for formula, name in zip(FORMULAS, ['"Zed, Zoe"', '"Lopez, Ana"', '"Mann, Max"', '"Berg, Bo"']):
+        roster = roster.replace(name, '"' + formula.replace('"', '""') + '"')
+    roster = roster.replace("Sec 2", "=Sec 2")
+    grades, canvas, moodle = export(tmp_path, results, roster=roster)
+    feedback = read(tmp_path / "out" / "feedback.csv")
+    cells = [cell for table in (grades, canvas, moodle, feedback) for row in table for cell in row]
+    assert not [c for c in cells if c.startswith(tuple(lms.FORMULA_START)) and not lms.NUMBER.fullmatch(c)]
+    assert [row[0] for row in canvas[2:]] == ["'" + f for f in FORMULAS[:4]]
+    assert canvas[3][4] == "'=Sec 2" and grades[3][0] == "'-max" and feedback[1][4] == "'" + FORMULAS[0]
+    assert "'" + FORMULAS[3] in [row[4] for row in feedback]
+    # lms.py export reads grades.csv back: the same students, the same files
+    assert [g.student for g in lms.grades_from_csv(tmp_path / "out" / "grades.csv")] == ["zoe", "ana", "-max", "bo"]
+    args = ["export", NAME, "--out", str(tmp_path / "out"), "--config", str(tmp_path / "lms.toml"),
+            "--roster", str(tmp_path / "roster.csv")]
+    assert lms.main(args) == 0
+    assert read(tmp_path / "out" / "canvas.csv") == canvas and read(tmp_path / "out" / "moodle.csv") == moodle
+    assert lms.spreadsheet_safe("-1") == "-1" and lms.spreadsheet_safe("2.5") == "2.5"
+    assert all(lms.spreadsheet_safe(f) == "'" + f for f in FORMULAS)

@@ -34,7 +34,6 @@ unless given ``--unsafe``. Submitted files are read, never modified.
 from __future__ import annotations
 
 import argparse
-import csv
 import json
 import os
 import re
@@ -112,20 +111,22 @@ def release(names: list[str], out: Path) -> list[Path]:
 
 
 def find_submissions(folder: Path) -> dict[str, Path]:
-    """``{student id: notebook}`` from ``<student>.ipynb`` files and ``<student>/`` folders holding one."""
+    """``{student id: notebook}`` from ``<student>.ipynb`` files and ``<student>/`` folders holding one
+    (the suffix in any case: ``Bob.IPYNB``); every other entry is named on stderr as skipped."""
     if not folder.is_dir():
         raise SystemExit(f"submissions folder {folder} does not exist")
     found: dict[str, Path] = {}
     for entry in sorted(folder.iterdir()):
         if entry.is_dir():
-            notebooks = sorted(p for p in entry.glob("*.ipynb") if ".ipynb_checkpoints" not in p.parts)
+            notebooks = sorted(p for p in entry.iterdir() if p.suffix.lower() == ".ipynb" and p.is_file())
             if len(notebooks) != 1:
                 print(f"skipping {entry}: expected one .ipynb inside, found {len(notebooks)}", file=sys.stderr)
                 continue
             student, notebook = entry.name, notebooks[0]
-        elif entry.suffix == ".ipynb":
+        elif entry.suffix.lower() == ".ipynb":
             student, notebook = entry.stem, entry
         else:
+            print(f"skipping {entry}: not a .ipynb notebook nor a folder holding one", file=sys.stderr)
             continue
         student = STUDENT_ID.sub("_", student).strip("_") or "student"
         if student in found:
@@ -260,24 +261,26 @@ hidden tests of the same kind; a failed hidden test shows its message here, not 
 
 
 def write_tables(results: list[StudentResult], out: Path) -> None:
+    """grades.csv and feedback.csv (UTF-8; a cell that a spreadsheet would run as a formula, such as
+    a test's message starting with =, is written with a ' before it: lms.spreadsheet_safe)."""
+    import lms  # noqa: PLC0415
+
     tests = [t.test for t in results[0].tests] if results else []
-    with open(out / "grades.csv", "w", newline="") as fh:
-        writer = csv.writer(fh)
-        maxima = {t.test: t.max_points for t in results[0].tests} if results else {}
-        writer.writerow(["student", "status", "score", "max_score", *[f"{t} ({maxima[t]:g})" for t in tests],
-                         "submission", "seconds"])
-        for r in results:
-            by_test = {t.test: t.points for t in r.tests}
-            writer.writerow([r.student, r.status, f"{r.score:g}", f"{sum(maxima.values()):g}",
-                             *[f"{by_test.get(t, 0):g}" for t in tests], str(r.submission), f"{r.seconds:.1f}"])
-    with open(out / "feedback.csv", "w", newline="") as fh:
-        writer = csv.writer(fh)
-        writer.writerow(["student", "test", "points", "max_points", "feedback"])
-        for r in results:
-            for t in r.tests:
-                writer.writerow([r.student, t.test, f"{t.points:g}", f"{t.max_points:g}", t.message])
-            if r.detail:
-                writer.writerow([r.student, "(grader)", "", "", r.detail])
+    maxima = {t.test: t.max_points for t in results[0].tests} if results else {}
+    grades = [["student", "status", "score", "max_score", *[f"{t} ({maxima[t]:g})" for t in tests],
+               "submission", "seconds"]]
+    for r in results:
+        by_test = {t.test: t.points for t in r.tests}
+        grades.append([r.student, r.status, f"{r.score:g}", f"{sum(maxima.values()):g}",
+                       *[f"{by_test.get(t, 0):g}" for t in tests], str(r.submission), f"{r.seconds:.1f}"])
+    lms.write_csv(out / "grades.csv", grades)
+    feedback = [["student", "test", "points", "max_points", "feedback"]]
+    for r in results:
+        for t in r.tests:
+            feedback.append([r.student, t.test, f"{t.points:g}", f"{t.max_points:g}", t.message])
+        if r.detail:
+            feedback.append([r.student, "(grader)", "", "", r.detail])
+    lms.write_csv(out / "feedback.csv", feedback)
 
 
 def grade(name: str, submissions: Path, out: Path, timeout: float = 60.0, total_timeout: float | None = None,

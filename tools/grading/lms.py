@@ -29,6 +29,14 @@ The formats follow each platform's import code and documentation:
   Moodle id) and each other column to a grade item or its feedback. An empty cell or ``-`` means
   "no grade".
 
+The roster is checked before any grading: UTF-8 (an Excel BOM is fine; Excel's Windows-1252 "CSV"
+is an error that says how to save it), one row per grader id, and no identifier a platform finds
+students by (canvas.columns' ID, SIS User ID and SIS Login ID, moodle.roster_column) given to two
+students, which on import would let one grade overwrite the other. Every CSV the grader writes
+(grades.csv, feedback.csv, canvas.csv, moodle.csv) puts a ' before a cell that a spreadsheet would run
+as a formula (one starting with = + - @, a tab or a carriage return: OWASP's "CSV Injection"), such
+as a student who calls themselves =HYPERLINK(...); numbers stay as they are.
+
 So a graded student always gets a number, 0 included (a submission that failed or timed out earned
 its points, possibly none); never an empty cell, which both platforms read as "no grade".
 """
@@ -38,6 +46,7 @@ from __future__ import annotations
 import argparse
 import base64
 import csv
+import io
 import json
 import re
 import sys
@@ -68,6 +77,31 @@ CHOICES = {("roster", "missing"): ("error", "warn"), ("canvas", "grader_id_colum
 
 def warn(message: str) -> None:
     print(f"warning: {message}", file=sys.stderr)
+
+
+# --- spreadsheet formulas ---------------------------------------------------------------------------
+# A cell that starts with one of these is run as a formula when a CSV is opened in a spreadsheet
+# (OWASP, "CSV Injection"): a student may call themselves =HYPERLINK(...). Every CSV the grader writes
+# prefixes such a cell with ' (numbers, such as -1, are left as they are).
+FORMULA_START = ("=", "+", "-", "@", "\t", "\r", "\uff1d", "\uff0b", "\uff0d", "\uff20")
+NUMBER = re.compile(r"[-+]?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?")
+
+
+def spreadsheet_safe(cell: object) -> str:
+    """``cell`` as text that no spreadsheet runs as a formula."""
+    text = "" if cell is None else str(cell)
+    return "'" + text if text.startswith(FORMULA_START) and not NUMBER.fullmatch(text) else text
+
+
+def unescape_cell(text: str) -> str:
+    """The text :func:`spreadsheet_safe` was given."""
+    return text[1:] if text.startswith("'") and text[1:].startswith(FORMULA_START) else text
+
+
+def write_csv(path: Path, rows) -> None:
+    """Write ``rows`` to ``path`` as UTF-8 CSV, every cell :func:`spreadsheet_safe`."""
+    with open(path, "w", newline="", encoding="utf-8") as fh:
+        csv.writer(fh).writerows([spreadsheet_safe(cell) for cell in row] for row in rows)
 
 
 # --- the configuration ------------------------------------------------------------------------------
@@ -174,16 +208,26 @@ def load_roster(path: Path, config: dict) -> dict[str, dict[str, str]]:
     grader id (such as Canvas's "Points Possible" row) are skipped."""
     key = config["roster"]["grader_id_column"]
     try:
-        with open(path, newline="", encoding="utf-8-sig") as fh:
-            reader = csv.DictReader(fh)
-            columns = reader.fieldnames or []
-            rows = list(reader)
+        data = Path(path).read_bytes()
     except OSError as e:
         raise SystemExit(f"cannot read the roster {path}: {e.strerror}") from None
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as e:
+        line = data[:e.start].count(b"\n") + 1
+        raise SystemExit(f"the roster {path} is not UTF-8 (byte {data[e.start]:#04x} on line {line}"
+                         + ("; it reads as Windows-1252, the encoding Excel's plain 'CSV (Comma delimited)' uses on "
+                            "Windows" if _decodes(data, "cp1252") else "")
+                         + "): save it as 'CSV UTF-8 (Comma delimited)', or convert it, e.g. "
+                         "iconv -f WINDOWS-1252 -t UTF-8") from None
+    reader = csv.DictReader(io.StringIO(text, newline=""))
+    columns = reader.fieldnames or []
+    rows = list(reader)
     if key not in columns:
         raise SystemExit(f"the roster {path} has no column {key!r} (roster.grader_id_column) giving each "
                          f"student's grader id; its columns are {', '.join(columns) or 'none'}")
     roster: dict[str, dict[str, str]] = {}
+    lines: dict[str, int] = {}
     for number, row in enumerate(rows, start=2):
         grader_id = (row.get(key) or "").strip()
         if not grader_id:
@@ -191,8 +235,50 @@ def load_roster(path: Path, config: dict) -> dict[str, dict[str, str]]:
         if grader_id in roster:
             raise SystemExit(f"the roster {path} gives the grader id {grader_id!r} twice (line {number})")
         roster[grader_id] = {k: (v or "").strip() for k, v in row.items() if k is not None}
+        lines[grader_id] = number
     _check_roster_columns(path, columns, config)
+    _check_identifiers(path, roster, lines, config)
     return roster
+
+
+def _decodes(data: bytes, encoding: str) -> bool:
+    try:
+        data.decode(encoding)
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
+def _identifier_columns(config: dict) -> list[str]:
+    """The roster's columns a platform finds a student by (a name is not one: two students may share it)."""
+    columns = []
+    if config["canvas"]["enabled"]:
+        columns += [config["canvas"]["columns"][name] for name in CANVAS_FINDS_BY if name != "Student"]
+    if config["moodle"]["enabled"]:
+        columns.append(config["moodle"]["roster_column"])
+    return list(dict.fromkeys(columns))
+
+
+def _check_identifiers(path: Path, roster: dict[str, dict[str, str]], lines: dict[str, int], config: dict) -> None:
+    """No two students share an identifier (on import one grade would overwrite the other), and none
+    starts like a spreadsheet formula (written with a ' before it, it would match no student)."""
+    for column in _identifier_columns(config):
+        seen: dict[str, str] = {}
+        for grader_id, row in roster.items():
+            value = row.get(column, "")
+            if not value:
+                continue
+            if value.startswith(FORMULA_START) and not NUMBER.fullmatch(value):
+                raise SystemExit(f"the roster {path} gives {column} {value!r} on line {lines[grader_id]}: it starts "
+                                 f"with {value[0]!r}, which a spreadsheet runs as a formula, so it is written with a ' "
+                                 "before it and would match no student on import; correct the roster")
+            key = value.casefold() if "@" in value else value  # e-mail addresses: case does not matter
+            if key in seen:
+                other = seen[key]
+                raise SystemExit(f"the roster {path} gives {column} {value!r} to two students: line {lines[other]} "
+                                 f"(grader id {other!r}) and line {lines[grader_id]} (grader id {grader_id!r}); on "
+                                 "import one grade would overwrite the other: correct the roster")
+            seen[key] = grader_id
 
 
 def _check_roster_columns(path: Path, columns: list[str], config: dict) -> None:
@@ -299,10 +385,10 @@ def grades_from_csv(path: Path) -> list[Grade]:
     header = rows[0] if rows else []
     if header[:4] != ["student", "status", "score", "max_score"] or header[-2:] != ["submission", "seconds"]:
         raise SystemExit(f"{path} is not a grades.csv of tools/classroom.py: its header is {header}")
-    tests = [re.fullmatch(r"(.*) \(([^()]*)\)", column) for column in header[4:-2]]
+    tests = [re.fullmatch(r"(.*) \(([^()]*)\)", unescape_cell(column)) for column in header[4:-2]]
     if not all(tests):
         raise SystemExit(f"{path}: expected test columns named 'test (points)', got {header[4:-2]}")
-    return [Grade(row[0], row[1], float(row[2]), float(row[3]),
+    return [Grade(unescape_cell(row[0]), unescape_cell(row[1]), float(row[2]), float(row[3]),
                   [(m.group(1), float(points), float(m.group(2))) for m, points in zip(tests, row[4:-2])])
             for row in rows[1:] if row]
 
@@ -365,8 +451,7 @@ def write(plan: Plan, grades: list[Grade], out: Path) -> list[Path]:
         path = out / f"{platform}.csv"
         path.unlink(missing_ok=True)
         if plan.config[platform]["enabled"]:
-            with open(path, "w", newline="", encoding="utf-8") as fh:
-                csv.writer(fh).writerows(table(plan, grades))
+            write_csv(path, table(plan, grades))
             written.append(path)
     return written
 
