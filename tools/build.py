@@ -9,6 +9,11 @@ code is the same in every profile, their outputs are not) and the student build 
 solutions. The Chinese edition is built from the same sources and the catalogues in
 ``locales/zh_CN`` into ``<out>/zh`` (``--language`` builds one edition). MathJax is copied from a PyPI package so that pages render offline.
 
+Before anything else the build checks the data every notebook loads (IMDB, polarity v2.0, Tatoeba:
+``ensure_data``): a local copy (checked against its SHA-256), or, online, the hub or the authors'
+archive; without them it stops at once, saying how to provide them, instead of
+executing every notebook and failing those that need them.
+
 A notebook that fails or times out makes the build fail (exit 1) whatever Sphinx says: the local
 extension (book/_ext/course_ext.py) writes each notebook's outcome to ``<out>/execution.json``
 and ``report_execution`` names every notebook that did not execute, its error and its log.
@@ -219,18 +224,72 @@ def report_execution(out: Path, root: Path = ROOT) -> list[dict] | None:
     return bad
 
 
-def ensure_data() -> None:
-    """Polarity v2.0 has no hub copy: build it into the data directory when it is missing and the
-    network may be used (notebook 6 needs it). A failure is reported, not fatal: the notebook then
-    says how to provide the data."""
-    from attn_tutorial.data import ensure_local_copies
+def notebook_datasets(root: Path = ROOT) -> list[str]:
+    """The datasets the book's executed pages load (``load_dataset("name"`` in notebooks/ and
+    chapters/), with those the test command provides for them (``attn_tutorial.data.TEST_DATASETS``)."""
+    import re
 
+    from attn_tutorial.data import DATASETS, TEST_DATASETS
+
+    text = "\n".join(p.read_text(encoding="utf-8") for folder in ("notebooks", "chapters")
+                     for p in sorted((root / folder).glob("*.md")))
+    used = set(re.findall(r"load_dataset\(\s*[\"']([\w-]+)[\"']", text)) | set(TEST_DATASETS)
+    return [name for name in DATASETS if name in used]
+
+
+def ensure_data(names: list[str] | None = None) -> list[str]:
+    """Before any notebook executes: every dataset the notebooks load is here (a local copy, checked
+    against its SHA-256), or can be had (online: built from its authors' archive now, or loaded from
+    the hub by the notebooks; offline: a hub copy in the course's cache); else stop at once
+    (SystemExit) naming what is missing and how to provide it, not after every notebook executed.
+    Returns one line per dataset."""
+    from attn_tutorial import data
+    from attn_tutorial.paths import cache_dir
+
+    names = notebook_datasets() if names is None else names
     try:
-        for line in ensure_local_copies():
-            print(f"data: {line}", flush=True)
-    except Exception as error:  # network or archive trouble must not stop the other chapters
-        print(f"data: could not build polarity v2.0 ({type(error).__name__}: {error}); "
-              "see book/how_to_use.md, 'Data'", flush=True)
+        target = data.data_target()
+        lines, missing = [], []
+        for name in names:
+            spec = data.DATASETS[name]
+            if all((target / rel).is_file() for rel in spec.local_files.values()):
+                for rel in spec.local_files.values():
+                    data.verify_checksum(target / rel, data.expected_sha256(target, rel, spec))
+                lines.append(f"{name}: local copy in {target}, checksums verified")
+            else:
+                missing.append(name)
+        reachable = bool(missing) and data.online()
+        unavailable = []
+        for name in missing:
+            spec = data.DATASETS[name]
+            cached = spec.hub_id and not data._offline() and any(
+                (cache_dir() / "hf_datasets").glob(spec.hub_id.replace("/", "___") + "*"))
+            if spec.hub_id and reachable:
+                lines.append(f"{name}: no local copy in {target}; the notebooks load {spec.hub_id} from the hub")
+            elif cached:
+                lines.append(f"{name}: no local copy in {target}; the notebooks use the hub copy cached in "
+                             f"{cache_dir() / 'hf_datasets'}")
+            elif name in data.SOURCES and reachable:
+                lines.append(f"{name}: built {data.build(name, target)} from {data.SOURCES[name]}")
+            else:
+                unavailable.append(name)
+    except (data.DataNotFoundError, data.ChecksumError) as error:
+        raise SystemExit(f"data: {error}\nThe book was not built: no notebook was executed.") from None
+    if unavailable:
+        files = ", ".join(rel for n in unavailable for rel in data.DATASETS[n].local_files.values())
+        make = [f"`python -m attn_tutorial.data {'fetch' if data.DATASETS[n].fetchable else 'build'} {n} --to DIR`"
+                for n in unavailable if data.DATASETS[n].fetchable or n in data.SOURCES]
+        raise SystemExit(
+            f"data: the notebooks need {', '.join(unavailable)}, with no local copy in {target} and no way to get "
+            f"{'it' if len(unavailable) == 1 else 'them'} here: {data.HUB_HOST[0]} cannot be reached, or the session "
+            "is offline (ATTN_OFFLINE, HF_DATASETS_OFFLINE, HF_HUB_OFFLINE or ATTN_NO_NETWORK). The book was not "
+            "built: no notebook was executed. Provide them: run make test once with internet, which makes the "
+            f"local copies; or copy {files} into {target} (or set {data.DATA_DIR_ENV} to a folder "
+            "holding them; see the data README)"
+            + (f"; or make them on a machine with internet with {', '.join(make)} and copy DIR" if make else "") + ".")
+    for line in lines:
+        print(f"data: {line}", flush=True)
+    return lines
 
 
 def build_book(profile: str, out: Path, student: bool, strict: bool, jobs: str = "1", root: Path = ROOT,
@@ -247,8 +306,8 @@ def build_book(profile: str, out: Path, student: bool, strict: bool, jobs: str =
     if root != ROOT or student:
         languages = tuple(lang for lang in languages if lang == "en") or ("en",)
     if root == ROOT:
+        ensure_data()  # before anything: a missing dataset stops the build at once, not after every notebook
         copy_mathjax()  # the course's _config.yml points mathjax_path at this copy
-        ensure_data()
         if draw_figures:
             subprocess.run([sys.executable, str(ROOT / "tools" / "figures.py")], check=True, cwd=ROOT)
     write_conf(root)

@@ -83,6 +83,22 @@ def doctrees_of(site: Path, language: str) -> Path:
     return built / ".doctrees" / variant
 
 
+def check_from_build(site: Path, languages: tuple[str, ...]) -> None:
+    """``--from-build DIR``: DIR must hold the HTML book of each edition and its environment (the
+    doctrees tools/build.py wrote), else a clear error at once, not a build of every page from the
+    sources (notebooks executed where the cache lacks them)."""
+    missing = []
+    for language in languages:
+        out = site if language == "en" else site / build.EDITIONS[language]
+        for needed in (out / "index.html", doctrees_of(site, language) / "environment.pickle"):
+            if not needed.is_file():
+                missing.append(str(needed))
+    if missing:
+        raise SystemExit(f"--from-build {site}: no HTML book built there (missing {', '.join(missing)}). Build it "
+                         f"first (make book, or python tools/build.py book --out {site}), or leave out --from-build "
+                         "to build the single page from the sources")
+
+
 def single_page(profile: str, language: str, out: Path, from_build: Path | None = None) -> Path:
     """Build the book at ``out`` as one HTML page; return that page. With ``from_build``, the
     environment of the HTML book built there is reused: no page is read again, only written."""
@@ -191,8 +207,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--from-build", type=Path, default=None, help="reuse the environment of the HTML book "
                         "built into this folder (the test command's strict build): nothing is read again")
     args = parser.parse_args(argv)
-    profile = args.profile or build.default_profile()
     languages = tuple(EDITIONS) if args.language == "all" else (args.language,)
+    if args.from_build:
+        check_from_build(args.from_build.resolve(), languages)
+    profile = args.profile or build.default_profile()
     started = time.perf_counter()
     for path in make_pdf(profile, languages, args.out.resolve(), publish=not args.no_publish,
                          from_build=args.from_build.resolve() if args.from_build else None):
