@@ -8,16 +8,23 @@ A model decodes through two methods:
   of dicts of tensors) whose first dimension is the batch;
 * ``step(prev, state) -> (logits, state)``: ``prev (N,)`` the previous tokens, ``logits (N, V)`` the
   next token's scores. A step may leave its attention weights in ``state["attention"]``.
+
+A model may also say how many target tokens it has, ``tgt_vocab_size`` (the translators do): the
+token ids given to the search functions (``bos``, ``eos``, ``blocked``) are then checked before
+the first step, else after it, against the logits' ``V``.
 """
 
 from __future__ import annotations
+
+import operator
 
 import torch
 from torch import nn
 
 
 def select_state(state, index: torch.Tensor):
-    """``state`` with every tensor's batch rows picked by ``index (N',)`` (beams that survive)."""
+    """``state`` (a tensor, or dicts / lists / tuples of them; anything else travels unchanged) with
+    every tensor's batch rows picked by ``index (N',)``, a long tensor of rows (beams that survive)."""
     if isinstance(state, torch.Tensor):
         return state.index_select(0, index)
     if isinstance(state, dict):
@@ -28,20 +35,52 @@ def select_state(state, index: torch.Tensor):
 
 
 def _check_decoding(src: torch.Tensor, src_lengths: torch.Tensor, max_len: int) -> None:
-    if src.dim() != 2 or src_lengths.shape != src.shape[:1]:
-        raise ValueError(f"expected src (B, S) and src_lengths (B,), got {tuple(src.shape)} and "
-                         f"{tuple(src_lengths.shape)}")
-    if max_len < 1:
-        raise ValueError(f"max_len must be >= 1, got {max_len}")
+    dims = [str(tuple(x.shape)) if isinstance(x, torch.Tensor) else type(x).__name__ for x in (src, src_lengths)]
+    if not (isinstance(src, torch.Tensor) and isinstance(src_lengths, torch.Tensor)) or src.dim() != 2 \
+            or src_lengths.shape != src.shape[:1] or src.numel() == 0:
+        raise ValueError(f"expected src (B, S) and src_lengths (B,) with B, S >= 1, got {dims[0]} and {dims[1]}")
+    if isinstance(max_len, bool) or not isinstance(max_len, int) or max_len < 1:
+        raise ValueError(f"max_len must be an int >= 1, got {max_len!r}")
+
+
+def _token_ids(bos, eos, blocked) -> tuple[int, int, tuple[int, ...]]:
+    """``bos``, ``eos`` and ``blocked`` as Python ints (a ``TypeError`` for anything else)."""
+    def as_id(name, value):
+        if not isinstance(value, bool):
+            try:
+                return operator.index(value)  # ints, NumPy ints, 0-d integer tensors
+            except TypeError:
+                pass
+        raise TypeError(f"{name} must be an int token id, got {type(value).__name__} {value!r}")
+
+    if isinstance(blocked, (str, bytes)) or not isinstance(blocked, (tuple, list, set, frozenset)):
+        raise TypeError(f"blocked must be a tuple of int token ids, got {type(blocked).__name__}")
+    return as_id("bos", bos), as_id("eos", eos), tuple(as_id("blocked token", t) for t in blocked)
+
+
+def _check_tokens(bos: int, eos: int, blocked: tuple[int, ...], vocab: int) -> None:
+    """Raise unless ``bos``, ``eos`` and ``blocked`` are ids of a ``vocab``-token vocabulary and some
+    token besides the blocked ones, ``eos`` among them, can be written."""
+    for name, value in (("bos", bos), ("eos", eos)):
+        if not 0 <= value < vocab:
+            raise ValueError(f"expected {name} in [0, {vocab}) (the model's target vocabulary), got {value}")
+    outside = sorted({t for t in blocked if not 0 <= t < vocab})
+    if outside:
+        raise ValueError(f"expected blocked ids in [0, {vocab}) (the model's target vocabulary), got {outside}")
+    if len(set(blocked)) == vocab:
+        raise ValueError(f"blocked holds all {vocab} tokens of the vocabulary: no token could be written")
+    if eos in blocked:
+        raise ValueError(f"eos ({eos}) is in blocked: no sentence could end before max_len")
 
 
 def strip_eos(tokens: list[int], eos: int) -> list[int]:
-    """The tokens before the first ``eos``."""
+    """The tokens (a list of ints) before the first ``eos``; all of them without one."""
     return tokens[: tokens.index(eos)] if eos in tokens else tokens
 
 
 def block_tokens(logits: torch.Tensor, blocked: tuple[int, ...]) -> torch.Tensor:
-    """``logits`` with the ``blocked`` tokens (e.g. ``<pad>``, ``<unk>``, ``<bos>``) made impossible."""
+    """``logits (..., V)`` with the ``blocked`` tokens (ids in ``[0, V)``, e.g. ``<pad>``, ``<unk>``,
+    ``<bos>``) made impossible (-inf); a copy, the input is left unchanged."""
     if not blocked:
         return logits
     logits = logits.clone()
@@ -55,22 +94,40 @@ def greedy_decode(model, src: torch.Tensor, src_lengths: torch.Tensor, bos: int,
     """Pick the most likely token at every step until ``eos`` (or ``max_len`` tokens); tokens in
     ``blocked`` are never picked.
 
-    Returns one token list per sentence (without ``eos``); with ``return_attention`` also the
-    weights each step left in ``state["attention"]``, stacked on dimension 1: ``(B, steps, ...)``.
+    Accepts ``src (B, S)`` and ``src_lengths (B,)`` with B, S >= 1 (the model checks their values),
+    int ids ``bos``, ``eos`` and ``blocked`` (a tuple) in ``[0, V)`` with ``eos`` not blocked, and
+    ``max_len >= 1``. Returns one token list per sentence (without ``eos``); with
+    ``return_attention`` (for a model whose steps leave weights in ``state["attention"]``) also
+    those weights, stacked on dimension 1: ``(B, steps, ...)``. A step where the model gives every
+    token outside ``blocked`` a score of -inf is an error, not a blocked token written.
     """
     _check_decoding(src, src_lengths, max_len)
+    bos, eos, blocked = _token_ids(bos, eos, blocked)
+    if getattr(model, "tgt_vocab_size", None) is not None:
+        _check_tokens(bos, eos, blocked, model.tgt_vocab_size)
     state = model.start(src, src_lengths)
     prev = torch.full((src.shape[0],), bos, dtype=torch.long, device=src.device)  # (B,)
     done = torch.zeros(src.shape[0], dtype=torch.bool, device=src.device)
     outputs, attention = [], []
-    for _ in range(max_len):
+    for step in range(max_len):
         logits, state = model.step(prev, state)  # (B, V)
-        prev = block_tokens(logits, blocked).argmax(-1)  # (B,)
+        if step == 0:
+            _check_tokens(bos, eos, blocked, logits.shape[-1])  # a model without tgt_vocab_size
+            if return_attention and not (isinstance(state, dict) and isinstance(state.get("attention"), torch.Tensor)):
+                raise ValueError(f"return_attention=True needs a model whose step leaves its attention weights in "
+                                 f"state['attention'], and {type(model).__name__} left none (a model without attention)")
+        scores = block_tokens(logits, blocked)
+        prev = scores.argmax(-1)  # (B,)
+        stuck = torch.isneginf(scores.gather(-1, prev.unsqueeze(-1)).squeeze(-1)) & ~done  # only blocked tokens left
         outputs.append(prev)
         if return_attention:
             attention.append(state["attention"])
         done |= prev == eos
-        if done.all():
+        all_done, any_stuck = torch.stack([done.all(), stuck.any()]).tolist()  # one transfer per step, as before
+        if any_stuck:
+            raise ValueError(f"at step {step + 1} the model gave every token outside blocked a score of -inf: "
+                             f"greedy_decode would write a blocked token")
+        if all_done:
             break
     tokens = [strip_eos(row, eos) for row in torch.stack(outputs, 1).tolist()]
     return (tokens, torch.stack(attention, 1)) if return_attention else tokens
@@ -87,10 +144,17 @@ def beam_search(model, src: torch.Tensor, src_lengths: torch.Tensor, bos: int, e
     (length normalisation: without it, alpha = 0, short outputs win because every token costs
     probability). Tokens in ``blocked`` are never chosen. With ``beam_size=1`` this is
     :func:`greedy_decode` (up to how ties between equal scores are broken).
+
+    Accepts what :func:`greedy_decode` does, and an int ``beam_size >= 1``. A sentence none of whose
+    hypotheses has a finite score (the model gave every token outside ``blocked`` probability 0)
+    is an error, not a blocked token written.
     """
     _check_decoding(src, src_lengths, max_len)
-    if beam_size < 1:
-        raise ValueError(f"beam_size must be >= 1, got {beam_size}")
+    if isinstance(beam_size, bool) or not isinstance(beam_size, int) or beam_size < 1:
+        raise ValueError(f"beam_size must be an int >= 1, got {beam_size!r}")
+    bos, eos, blocked = _token_ids(bos, eos, blocked)
+    if getattr(model, "tgt_vocab_size", None) is not None:
+        _check_tokens(bos, eos, blocked, model.tgt_vocab_size)
     batch, k = src.shape[0], beam_size
     state = model.start(src, src_lengths)
     state = select_state(state, torch.arange(batch, device=src.device).repeat_interleave(k))  # (B*K, ...)
@@ -100,8 +164,10 @@ def beam_search(model, src: torch.Tensor, src_lengths: torch.Tensor, bos: int, e
     finished = torch.zeros(batch, k, dtype=torch.bool, device=src.device)
     lengths = torch.zeros(batch, k, device=src.device)
     history = torch.empty(batch, k, 0, dtype=torch.long, device=src.device)
-    for _ in range(max_len):
+    for step in range(max_len):
         logits, state = model.step(prev, state)  # (B*K, V)
+        if step == 0:
+            _check_tokens(bos, eos, blocked, logits.shape[-1])  # a model without tgt_vocab_size
         log_probs = block_tokens(logits.float(), blocked).log_softmax(-1).view(batch, k, -1)  # (B, K, V)
         vocab = log_probs.shape[-1]
         frozen = torch.full_like(log_probs, float("-inf"))
@@ -121,6 +187,10 @@ def beam_search(model, src: torch.Tensor, src_lengths: torch.Tensor, bos: int, e
             break
     normalised = scores / lengths.clamp(min=1) ** alpha  # (B, K)
     best = normalised.argmax(-1)  # (B,)
+    lost = (~torch.isfinite(normalised.gather(1, best.unsqueeze(1)).squeeze(1))).nonzero().flatten().tolist()
+    if lost:
+        raise ValueError(f"sentences {lost}: no hypothesis has a finite score (the model gave every token "
+                         f"outside blocked probability 0): beam_search would write a blocked token")
     return [strip_eos(history[b, best[b]].tolist(), eos) for b in range(batch)]
 
 
@@ -132,6 +202,7 @@ class TableModel(nn.Module):
     def __init__(self, table):
         super().__init__()
         self.log_table = torch.as_tensor(table, dtype=torch.float).log()  # (V, V)
+        self.tgt_vocab_size = self.log_table.shape[-1]
 
     def start(self, src, src_lengths):
         return {}

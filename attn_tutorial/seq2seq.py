@@ -11,6 +11,7 @@ from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 from attn_tutorial.attention import masked_softmax
 from attn_tutorial.text import _describe, check_mask, lengths_to_mask
+from attn_tutorial.translation import check_translation_batch
 
 SCORES = ("additive", "dot", "general")
 
@@ -20,7 +21,12 @@ class GRUEncoder(nn.Module):
 
     Shapes: src ``(B, S)``, src_lengths ``(B,)`` -> states ``(B, S, D)`` (zeros at padding; the two
     directions, ``D/2`` each, concatenated) and summary ``(B, D)`` (the forward GRU's last state
-    beside the backward GRU's first: each has read the whole sentence).
+    beside the backward GRU's first: each has read the whole sentence). ``src`` holds int64 / int32
+    ids in ``[0, vocab_size)``, ``src_lengths`` integers in ``[1, S]`` (:class:`RNNTranslator`
+    checks both; this layer assumes them). ``hidden_dim`` must be even.
+
+    ``nn.GRU`` applies the reset gate after the recurrent product, ``r * (W_hn h + b_hn)``; Cho et
+    al. (2014) apply it before, ``W_hn (r * h)``: the same family of cells, not the same function.
     """
 
     def __init__(self, vocab_size: int, embed_dim: int, hidden_dim: int, dropout: float = 0.0, pad_id: int = 0):
@@ -68,7 +74,8 @@ class DecoderAttention(nn.Module):
             self.key_map = nn.Linear(key_dim, query_dim, bias=False)  # W
 
     def prepare(self, keys: torch.Tensor) -> torch.Tensor:
-        """The per-sentence half of the scores: ``h_s U_a`` ``(B, S, A)``, ``h_s W^T`` or the keys."""
+        """The per-sentence half of the scores from ``keys (B, S, Dk)``: ``h_s U_a`` ``(B, S, A)``,
+        ``h_s W^T`` ``(B, S, Dq)`` or the keys themselves."""
         return keys if self.kind == "dot" else self.key_map(keys)
 
     def forward(self, query: torch.Tensor, keys: torch.Tensor, mask: torch.Tensor,
@@ -99,7 +106,17 @@ class RNNTranslator(nn.Module):
     read from ``[d_t; c_t; e_{t-1}]``.
 
     Shapes: src ``(B, S)``, src_lengths ``(B,)``, tgt_in ``(B, T)`` -> logits ``(B, T, V)``; the
-    decoding interface (:mod:`attn_tutorial.decoding`) is :meth:`start` and :meth:`step`.
+    decoding interface (:mod:`attn_tutorial.decoding`) is :meth:`start` and :meth:`step`. ``src``
+    and ``tgt_in`` hold int64 / int32 ids in ``[0, src_vocab)`` and ``[0, tgt_vocab)``,
+    ``src_lengths`` integers in ``[1, S]``; B, S, T >= 1 (checked once per batch, else a
+    ``ValueError`` / ``TypeError`` that names what came).
+
+    Where it differs from the papers' equations: the readout is one tanh layer,
+    ``tanh(W [d_t; c_t; e_{t-1}] + b)``, where Bahdanau et al. use a maxout layer; ``d_0 = tanh(W c
+    + b)`` is read from the summary ``c`` of both encoder directions, where Bahdanau et al. use the
+    backward direction's first state only; ``d_0``, the readout and the output layer have biases
+    (the papers write their equations without them); and ``nn.GRUCell``, like ``nn.GRU``, applies
+    the reset gate after the recurrent product, where Cho et al. (2014) apply it before.
     """
 
     def __init__(self, src_vocab: int, tgt_vocab: int, embed_dim: int = 64, hidden_dim: int = 128,
@@ -115,9 +132,15 @@ class RNNTranslator(nn.Module):
         self.readout = nn.Linear(2 * hidden_dim + embed_dim, hidden_dim)
         self.output = nn.Linear(hidden_dim, tgt_vocab)
         self.dropout = nn.Dropout(dropout)
+        self.src_vocab_size, self.tgt_vocab_size = src_vocab, tgt_vocab  # what the inputs are checked against
 
     def start(self, src: torch.Tensor, src_lengths: torch.Tensor) -> dict:
-        """Encode a batch: the decoder's first state and what every step reads."""
+        """Encode a batch (``src (B, S)`` ids, ``src_lengths (B,)`` in ``[1, S]``, checked): the
+        decoder's first state and what every step reads."""
+        check_translation_batch(src, src_lengths, self.src_vocab_size)
+        return self._start(src, src_lengths)
+
+    def _start(self, src: torch.Tensor, src_lengths: torch.Tensor) -> dict:
         states, summary = self.encoder(src, src_lengths)  # (B, S, D), (B, D)
         state = {"hidden": torch.tanh(self.init_state(summary)),
                  "summary": summary if self.feed_summary or self.attention is not None else torch.zeros_like(summary)}
@@ -138,11 +161,17 @@ class RNNTranslator(nn.Module):
         return self.dropout(readout), {**state, "hidden": hidden, "attention": weights}
 
     def step(self, prev: torch.Tensor, state: dict):
+        """One character: ``prev (B,)`` the previous ids (in ``[0, tgt_vocab)``: not checked here, once
+        per step, but by the decoding functions) -> logits ``(B, V)`` and the next state."""
+        if prev.dim() != 1 or prev.shape[0] != state["hidden"].shape[0]:
+            raise ValueError(f"expected prev (B,) with B = {state['hidden'].shape[0]} (the batch of state), "
+                             f"got {tuple(prev.shape)}")
         readout, state = self._advance(self.dropout(self.embedding(prev)), state)
         return self.output(readout), state  # (B, V)
 
     def forward(self, src: torch.Tensor, src_lengths: torch.Tensor, tgt_in: torch.Tensor) -> torch.Tensor:
-        state = self.start(src, src_lengths)
+        check_translation_batch(src, src_lengths, self.src_vocab_size, tgt_in, self.tgt_vocab_size)
+        state = self._start(src, src_lengths)
         embedded = self.dropout(self.embedding(tgt_in))  # (B, T, E): teacher forcing
         readouts = []
         for t in range(tgt_in.shape[1]):

@@ -13,7 +13,17 @@ from torch import nn
 
 from attn_tutorial.mhsa import (MultiHeadSelfAttention, causal_mask, explicit_attention, merge_heads,
                                 sdpa_attention, sinusoidal_positions, split_heads)
-from attn_tutorial.text import _describe, check_mask, lengths_to_mask
+from attn_tutorial.text import _describe, check_mask, check_width, lengths_to_mask
+from attn_tutorial.translation import check_translation_batch
+
+
+def _check_memory(memory, batch: int, width: int, of: str) -> None:
+    """Raise unless ``memory`` is ``(B, S, D)`` with ``B = batch`` (that of ``of``) and ``D = width``,
+    S >= 1: a memory of batch 1 would otherwise broadcast over the queries' batch."""
+    if not isinstance(memory, torch.Tensor) or memory.dim() != 3 or memory.shape[0] != batch \
+            or memory.shape[1] == 0 or memory.shape[2] != width:
+        raise ValueError(f"expected memory of shape (B, S, D) with B = {batch} and D = {width} (the batch of {of} "
+                         f"and the model's width) and S >= 1, got {_describe(memory)}")
 
 
 class MultiHeadAttention(MultiHeadSelfAttention):
@@ -50,7 +60,11 @@ class MultiHeadAttention(MultiHeadSelfAttention):
 
     def cross(self, query: torch.Tensor, memory: torch.Tensor, memory_mask: torch.Tensor | None = None,
               need_weights: bool = False):
-        """Cross-attention: ``query (B, T, D)`` over ``memory (B, S, D)``, ``memory_mask (B, S)`` True = real."""
+        """Cross-attention: ``query (B, T, D)`` over ``memory (B, S, D)`` (the same B and D),
+        ``memory_mask (B, S)`` bool, True = real. Returns ``(B, T, D)`` and the weights ``(B, H, T, S)``
+        or None."""
+        check_width(query, self.embed_dim, dims="(B, T, D)", name="query")
+        _check_memory(memory, query.shape[0], self.embed_dim, "query")
         if memory_mask is not None:
             check_mask(memory_mask, memory.shape[:2], dims="(B, S)", name="memory_mask")
             memory_mask = memory_mask[:, None, None, :]  # (B, 1, 1, S)
@@ -59,7 +73,19 @@ class MultiHeadAttention(MultiHeadSelfAttention):
 
     def step(self, x: torch.Tensor, cache: dict | None):
         """Causal self-attention for the newest position only: ``x (B, 1, D)`` attends to itself and
-        the cached keys and values of earlier positions; returns ``(B, 1, D)`` and the grown cache."""
+        the cached keys and values of earlier positions (``cache``: None at the first position, then
+        what the previous step returned, ``{"k", "v"}`` of shape ``(B, H, t, D/H)``); returns
+        ``(B, 1, D)`` and the grown cache."""
+        if x.dim() != 3 or x.shape[1] != 1 or x.shape[2] != self.embed_dim:
+            raise ValueError(f"expected x of shape (B, 1, {self.embed_dim}) (the newest position only), "
+                             f"got {_describe(x)}")
+        if cache is not None:
+            heads = (x.shape[0], self.num_heads, self.embed_dim // self.num_heads)
+            for name in ("k", "v"):
+                cached = cache[name]
+                if cached.dim() != 4 or (cached.shape[0], cached.shape[1], cached.shape[3]) != heads:
+                    raise ValueError(f"expected cache['{name}'] of shape (B, H, t, D/H) = ({heads[0]}, {heads[1]}, t, "
+                                     f"{heads[2]}) (the batch of x (B, 1, D) = {tuple(x.shape)}), got {_describe(cached)}")
         k, v = self.keys_values(x)  # (B, H, 1, D/H) each
         if cache is not None:
             k, v = torch.cat([cache["k"], k], dim=2), torch.cat([cache["v"], v], dim=2)  # (B, H, t, D/H)
@@ -140,6 +166,9 @@ class TransformerDecoderLayer(nn.Module):
 
     def forward(self, x: torch.Tensor, memory: torch.Tensor, memory_mask: torch.Tensor | None = None,
                 need_weights: bool = False):
+        d_model = self.self_attn.embed_dim
+        check_width(x, d_model, dims="(B, T, D)", name="x")
+        _check_memory(memory, x.shape[0], d_model, "x")
         future = causal_mask(x.shape[1], x.device)  # (T, T), True = allowed (the past and itself)
         return self._sublayers(x, lambda h: self.self_attn(h, attn_mask=future),
                                lambda h: self.cross_attn.cross(h, memory, memory_mask, need_weights))
@@ -161,7 +190,8 @@ class TransformerDecoderLayer(nn.Module):
 
 class TransformerEncoder(nn.Module):
     """``num_layers`` :class:`TransformerBlock` s; pre-norm stacks end with a LayerNorm (the residual
-    stream is never normalised inside them). ``(B, T, D)``, mask ``(B, T)`` -> ``(B, T, D)``."""
+    stream is never normalised inside them). ``(B, T, D)``, mask ``(B, T)`` bool (True = real) ->
+    ``(B, T, D)``."""
 
     def __init__(self, num_layers: int, d_model: int, num_heads: int, d_ff: int, dropout: float = 0.1,
                  norm_first: bool = True):
@@ -178,7 +208,9 @@ class TransformerEncoder(nn.Module):
 
 class TransformerDecoder(nn.Module):
     """``num_layers`` :class:`TransformerDecoderLayer` s (and a final LayerNorm when pre-norm).
-    ``(B, T, D)``, memory ``(B, S, D)`` -> ``(B, T, D)`` and each layer's cross-attention weights."""
+    ``(B, T, D)``, memory ``(B, S, D)`` (the same B and D), memory_mask ``(B, S)`` bool (True = real)
+    -> ``(B, T, D)`` and each layer's cross-attention weights (``(B, H, T, S)`` each, or None unless
+    ``need_weights``)."""
 
     def __init__(self, num_layers: int, d_model: int, num_heads: int, d_ff: int, dropout: float = 0.1,
                  norm_first: bool = True):
@@ -202,7 +234,15 @@ class TransformerTranslator(nn.Module):
 
     Shapes: src ``(B, S)``, src_lengths ``(B,)``, tgt_in ``(B, T)`` -> logits ``(B, T, V)``;
     :meth:`start` / :meth:`step` decode with a cache (``state["attention"]``: ``(B, L, H, S)``, the
-    newest position's cross-attention in every layer and head).
+    newest position's cross-attention in every layer and head). ``src`` and ``tgt_in`` hold int64 /
+    int32 ids in ``[0, src_vocab)`` and ``[0, tgt_vocab)``, ``src_lengths`` integers in ``[1, S]``;
+    B, S, T >= 1 and S, T <= ``max_len`` (checked once per batch, else a ``ValueError`` /
+    ``TypeError`` that names what came).
+
+    The output layer is tied as in Vaswani et al. (2017): the logits are ``h E^T + b`` with ``E``
+    the target embedding's matrix, plus a learnt bias ``b`` per target token (``output_bias``) that
+    the paper does not have; the source has its own embedding (the paper shares one matrix across
+    both languages' joint vocabulary).
     """
 
     def __init__(self, src_vocab: int, tgt_vocab: int, d_model: int = 128, num_heads: int = 4,
@@ -220,6 +260,7 @@ class TransformerTranslator(nn.Module):
         self.decoder = TransformerDecoder(num_layers, d_model, num_heads, d_ff, dropout, norm_first)
         self.output_bias = nn.Parameter(torch.zeros(tgt_vocab))
         self.dropout = nn.Dropout(dropout)
+        self.src_vocab_size, self.tgt_vocab_size = src_vocab, tgt_vocab  # what the inputs are checked against
 
     def _embed(self, table: nn.Embedding, ids: torch.Tensor, offset: int = 0) -> torch.Tensor:
         if ids.shape[1] + offset > self.max_len:
@@ -231,16 +272,24 @@ class TransformerTranslator(nn.Module):
         return F.linear(h, self.tgt_embedding.weight, self.output_bias)  # tied: (B, T, V)
 
     def encode(self, src: torch.Tensor, src_lengths: torch.Tensor):
+        """``src (B, S)`` ids and ``src_lengths (B,)`` in ``[1, S]`` (checked) -> the memory ``(B, S, D)``
+        and its mask ``(B, S)``, True = real word."""
+        check_translation_batch(src, src_lengths, self.src_vocab_size)
+        return self._encode(src, src_lengths)
+
+    def _encode(self, src: torch.Tensor, src_lengths: torch.Tensor):
         mask = lengths_to_mask(src_lengths.to(src.device), src.shape[1])  # (B, S)
         return self.encoder(self._embed(self.src_embedding, src), mask), mask
 
     def forward(self, src: torch.Tensor, src_lengths: torch.Tensor, tgt_in: torch.Tensor,
                 need_weights: bool = False):
-        memory, mask = self.encode(src, src_lengths)  # (B, S, D)
+        check_translation_batch(src, src_lengths, self.src_vocab_size, tgt_in, self.tgt_vocab_size)
+        memory, mask = self._encode(src, src_lengths)  # (B, S, D)
         h, weights = self.decoder(self._embed(self.tgt_embedding, tgt_in), memory, mask, need_weights)
         return (self._logits(h), weights) if need_weights else self._logits(h)
 
     def start(self, src: torch.Tensor, src_lengths: torch.Tensor) -> dict:
+        """Encode a batch (checked as in :meth:`encode`): the memory's keys and values for every step."""
         memory, mask = self.encode(src, src_lengths)
         layers = []
         for layer in self.decoder.layers:  # the memory's keys and values, once per sentence
@@ -249,6 +298,11 @@ class TransformerTranslator(nn.Module):
         return {"layers": layers, "length": torch.zeros(src.shape[0], dtype=torch.long, device=src.device)}
 
     def step(self, prev: torch.Tensor, state: dict):
+        """One character: ``prev (B,)`` the previous ids (in ``[0, tgt_vocab)``: not checked here, once
+        per step, but by the decoding functions) -> logits ``(B, V)`` and the grown state."""
+        if prev.dim() != 1 or prev.shape[0] != state["length"].shape[0]:
+            raise ValueError(f"expected prev (B,) with B = {state['length'].shape[0]} (the batch of state), "
+                             f"got {tuple(prev.shape)}")
         t = int(state["length"][0])  # every row of a batch is at the same position
         h = self._embed(self.tgt_embedding, prev.unsqueeze(1), offset=t)  # (B, 1, D)
         layers, weights = [], []

@@ -12,19 +12,19 @@ from dataclasses import dataclass
 
 import torch
 
-from attn_tutorial.text import Vocab, lengths_to_mask
+from attn_tutorial.text import Vocab, _describe, lengths_to_mask
 
 _EN_TOKEN = re.compile(r"[a-z0-9]+(?:'[a-z]+)*|[^\sa-z0-9]")
 
 
 def english_tokens(text: str) -> list[str]:
-    """Lower-cased words (``it's`` stays one word) and single punctuation marks."""
+    """Lower-cased words (``it's`` stays one word) and single punctuation marks of a string."""
     return _EN_TOKEN.findall(normalise(text).lower())
 
 
 def chinese_tokens(text: str) -> list[str]:
-    """One token per character: Chinese is written without spaces, and a few thousand characters
-    cover almost every sentence, so no word segmenter is needed (spaces are dropped)."""
+    """One token per character of a string: Chinese is written without spaces, and a few thousand
+    characters cover almost every sentence, so no word segmenter is needed (spaces are dropped)."""
     return [ch for ch in normalise(text) if not ch.isspace()]
 
 
@@ -43,7 +43,8 @@ class SentenceGroup:
 
 
 def group_by_english(table) -> list[SentenceGroup]:
-    """Rows ``(en, zh, attribution)`` -> one :class:`SentenceGroup` per distinct (normalised) English
+    """Rows ``(en, zh, attribution)`` (a table with those three columns of strings, e.g. the
+    ``tatoeba_cmn`` dataset) -> one :class:`SentenceGroup` per distinct (normalised) English
     sentence, in order of first appearance."""
     groups: dict[str, SentenceGroup] = {}
     for en, zh, who in zip(table["en"], table["zh"], table["attribution"]):
@@ -58,7 +59,8 @@ def group_by_english(table) -> list[SentenceGroup]:
 def split_groups(groups: list[SentenceGroup], test_fraction: float = 0.1, val_fraction: float = 0.05,
                  seed: int = 0) -> dict[str, list[SentenceGroup]]:
     """Shuffle the groups with ``seed`` and cut them into ``train``, ``val`` and ``test``: no English
-    sentence is in two splits, so the test set never asks for a sentence seen in training."""
+    sentence is in two splits, so the test set never asks for a sentence seen in training.
+    ``test_fraction`` and ``val_fraction`` in (0, 1), their sum below 1."""
     if not (0 < test_fraction < 1 and 0 < val_fraction < 1 and test_fraction + val_fraction < 1):
         raise ValueError(f"fractions must be in (0, 1) and sum below 1, got test={test_fraction}, val={val_fraction}")
     order = list(range(len(groups)))
@@ -74,7 +76,8 @@ BOS, EOS = "<bos>", "<eos>"
 
 def build_vocab(token_lists, min_freq: int = 2, specials: tuple[str, ...] = ()) -> Vocab:
     """A :class:`~attn_tutorial.text.Vocab` (``<pad>`` = 0, ``<unk>`` = 1, then ``specials``) of the
-    tokens seen at least ``min_freq`` times, most frequent first."""
+    tokens seen at least ``min_freq`` (>= 1) times in ``token_lists`` (lists of strings), most
+    frequent first."""
     base = Vocab.build(token_lists, min_freq=min_freq)
     return Vocab([Vocab.PAD, Vocab.UNK, *specials, *(t for t in base.itos[2:] if t not in specials)])
 
@@ -86,9 +89,20 @@ class TranslationDataset(torch.utils.data.Dataset):
     decoder's input ``tgt_in (B, T)`` = ``<bos> y_1 .. y_n`` and its target ``tgt_out (B, T)`` =
     ``y_1 .. y_n <eos>``, padded with 0 (teacher forcing: the decoder reads the true previous
     character, not its own guess).
+
+    ``tgt_vocab`` must hold ``<bos>`` and ``<eos>`` (:func:`build_vocab` with ``specials=(BOS, EOS)``).
+    ``max_len`` (an int >= 2) caps both sides: a source keeps its first ``max_len`` words, a target
+    its first ``max_len - 1`` characters (``tgt_in`` and ``tgt_out`` are then at most ``max_len``
+    long), so every target keeps at least one character.
     """
 
     def __init__(self, groups: list[SentenceGroup], src_vocab: Vocab, tgt_vocab: Vocab, max_len: int = 48):
+        if isinstance(max_len, bool) or not isinstance(max_len, int) or max_len < 2:
+            raise ValueError(f"max_len must be an int >= 2 (a target keeps max_len - 1 characters besides "
+                             f"<bos> / <eos>), got {max_len!r}")
+        missing = [token for token in (BOS, EOS) if token not in tgt_vocab.stoi]
+        if missing:
+            raise ValueError(f"tgt_vocab has no {' / '.join(missing)}: build it with specials=(BOS, EOS)")
         self.src, self.tgt = [], []
         bos, eos = tgt_vocab.stoi[BOS], tgt_vocab.stoi[EOS]
         for group in groups:
@@ -105,6 +119,7 @@ class TranslationDataset(torch.utils.data.Dataset):
 
     @staticmethod
     def collate(items) -> dict:
+        """``(src, tgt)`` pairs of 1-D id tensors (``tgt`` with ``<bos>`` and ``<eos>``) -> a padded batch."""
         from torch.nn.utils.rnn import pad_sequence
 
         src, tgt = zip(*items)
@@ -115,11 +130,57 @@ class TranslationDataset(torch.utils.data.Dataset):
                 "tgt_in": padded_tgt[:, :-1], "tgt_out": padded_tgt[:, 1:]}
 
     def loader(self, batch_size: int, shuffle: bool, generator: torch.Generator | None = None):
+        """Batches of ``batch_size`` (>= 1) pairs of similar lengths (:meth:`collate`'s dicts)."""
         from attn_tutorial.text import BucketBatchSampler
 
         lengths = [len(s) + len(t) for s, t in zip(self.src, self.tgt)]
         sampler = BucketBatchSampler(lengths, batch_size, shuffle, generator=generator)
         return torch.utils.data.DataLoader(self, batch_sampler=sampler, collate_fn=self.collate)
+
+
+_ID_DTYPES = (torch.int64, torch.int32)  # what nn.Embedding reads
+
+
+def _dims(x) -> str:
+    return str(tuple(x.shape)) if isinstance(x, torch.Tensor) else type(x).__name__
+
+
+def check_translation_batch(src, src_lengths, src_vocab_size: int, tgt_in=None,
+                            tgt_vocab_size: int | None = None) -> None:
+    """Raise unless ``src (B, S)`` holds int64 / int32 ids in ``[0, src_vocab_size)`` with B, S >= 1,
+    ``src_lengths (B,)`` (any integer dtype) lengths in ``[1, S]``, and ``tgt_in`` (when given)
+    ``(B, T)`` int64 / int32 ids in ``[0, tgt_vocab_size)`` with T >= 1.
+
+    The translators call it once per batch (:meth:`forward`, :meth:`start`): the smallest and
+    largest values of all three are read with one transfer, not one per tensor.
+    """
+    if not (isinstance(src, torch.Tensor) and isinstance(src_lengths, torch.Tensor) and src.dim() == 2
+            and src_lengths.shape == src.shape[:1] and src.numel() > 0):
+        raise ValueError(f"expected src (B, S) and src_lengths (B,) with B, S >= 1, got {_dims(src)} and "
+                         f"{_dims(src_lengths)}")
+    if src.dtype not in _ID_DTYPES:
+        raise TypeError(f"src must hold int64 or int32 token ids, got {_describe(src)}")
+    if src_lengths.dtype.is_floating_point or src_lengths.dtype.is_complex or src_lengths.dtype == torch.bool:
+        raise TypeError(f"src_lengths must be an integer tensor of shape (B,), got {_describe(src_lengths)}")
+    extremes = [src.min(), src.max(), src_lengths.min().to(src.device), src_lengths.max().to(src.device)]
+    if tgt_in is not None:
+        if not isinstance(tgt_in, torch.Tensor) or tgt_in.dim() != 2 or tgt_in.shape[0] != src.shape[0] \
+                or tgt_in.shape[1] == 0:
+            raise ValueError(f"expected tgt_in (B, T) with B = {src.shape[0]} (the batch of src) and T >= 1, "
+                             f"got {_dims(tgt_in)}")
+        if tgt_in.dtype not in _ID_DTYPES:
+            raise TypeError(f"tgt_in must hold int64 or int32 token ids, got {_describe(tgt_in)}")
+        extremes += [tgt_in.min().to(src.device), tgt_in.max().to(src.device)]
+    values = torch.stack([value.long() for value in extremes]).tolist()  # one transfer
+    if values[0] < 0 or values[1] >= src_vocab_size:
+        raise ValueError(f"expected src ids in [0, {src_vocab_size}) (the source vocabulary), got ids from "
+                         f"{values[0]} to {values[1]}")
+    if values[2] < 1 or values[3] > src.shape[1]:
+        raise ValueError(f"expected src_lengths in [1, S] = [1, {src.shape[1]}], got lengths from {values[2]} "
+                         f"to {values[3]}")
+    if tgt_in is not None and (values[4] < 0 or values[5] >= tgt_vocab_size):
+        raise ValueError(f"expected tgt_in ids in [0, {tgt_vocab_size}) (the target vocabulary), got ids from "
+                         f"{values[4]} to {values[5]}")
 
 
 @dataclass
@@ -150,11 +211,40 @@ def translation_data(train_size: int | None = None, test_size: int | None = None
     return TranslationData(TranslationDataset(train, src_vocab, tgt_vocab), val, test, src_vocab, tgt_vocab)
 
 
+def _check_scoring_inputs(hypotheses, references, name: str = "references[{i}]") -> None:
+    """Raise unless ``hypotheses`` is a list of strings and ``references`` a list, as long, of
+    non-empty lists of strings (``name`` names ``references[i]`` in the message)."""
+    for what, value in (("hypotheses", hypotheses), ("references", references)):
+        if isinstance(value, (str, bytes)) or not isinstance(value, (list, tuple)):
+            raise TypeError(f"expected {what} as a list, got {type(value).__name__}")
+    for i, hyp in enumerate(hypotheses):
+        if not isinstance(hyp, str):
+            raise TypeError(f"expected hypotheses as a list of strings, got {type(hyp).__name__} at index {i}")
+    for i, refs in enumerate(references):
+        where = name.format(i=i)
+        if isinstance(refs, str):
+            raise TypeError(f"expected {where} as a list of reference strings (the translations of sentence "
+                            f"{i}), got the str {refs!r}: write [{refs!r}] for a single reference")
+        if not isinstance(refs, (list, tuple)):
+            raise TypeError(f"expected {where} as a list of reference strings, got {type(refs).__name__}")
+        if not all(isinstance(r, str) for r in refs):
+            kinds = sorted({type(r).__name__ for r in refs if not isinstance(r, str)})
+            raise TypeError(f"expected {where} as a list of reference strings, got a list holding {', '.join(kinds)}")
+        if not refs:
+            raise ValueError(f"{where} is empty: every sentence needs at least one reference")
+
+
 def corpus_scores(hypotheses: list[str], references: list[list[str]]) -> dict:
     """Corpus BLEU (sacrebleu, its Chinese tokenisation) and chrF of ``hypotheses`` against every
-    reference of each sentence (``references[i]`` = the translations of sentence ``i``)."""
+    reference of each sentence (``references[i]`` = the translations of sentence ``i``).
+
+    ``hypotheses``: a non-empty list of strings; ``references``: a list as long of non-empty lists
+    of strings (a sentence's translations may be several; a bare string is refused, since sacrebleu
+    would read each of its characters as one reference).
+    """
     from sacrebleu.metrics import BLEU, CHRF
 
+    _check_scoring_inputs(hypotheses, references)
     if len(hypotheses) != len(references) or not hypotheses:
         raise ValueError(f"need one list of references per hypothesis, got {len(hypotheses)} hypotheses "
                          f"and {len(references)} reference lists")
@@ -171,7 +261,13 @@ LENGTH_BUCKETS = ((1, 4), (5, 6), (7, 8), (9, 11), (12, 99))
 def scores_by_length(groups: list[SentenceGroup], hypotheses: list[str],
                      buckets: tuple = LENGTH_BUCKETS) -> dict[str, dict]:
     """:func:`corpus_scores` per bucket of English length in words (``"1-4"``, ``"12-99"``, ...),
-    with the bucket's size ``n``."""
+    with the bucket's size ``n``. ``hypotheses[i]`` (a string) translates ``groups[i]``: one per
+    group, and every group's ``zh`` a non-empty list of strings; ``buckets``: ``(low, high)`` pairs
+    of word counts, both ends included."""
+    if isinstance(hypotheses, (list, tuple)) and len(groups) != len(hypotheses):
+        raise ValueError(f"expected one hypothesis per sentence group, got {len(groups)} groups and "
+                         f"{len(hypotheses)} hypotheses")
+    _check_scoring_inputs(hypotheses, [group.zh for group in groups], name="groups[{i}].zh")
     found = defaultdict(list)
     for group, hyp in zip(groups, hypotheses):
         n = len(english_tokens(group.en))

@@ -27,7 +27,9 @@ def translate(model: nn.Module, groups, data: TranslationData, *, beam_size: int
               batch_size: int = 128, max_len: int = 60, device=None) -> list[str]:
     """Chinese translations (strings of characters) of the English sentences of ``groups``: greedy
     decoding with ``beam_size=1``, else beam search; ``<pad>``, ``<unk>`` and ``<bos>`` are never
-    written (a character seen once in training is ``<unk>``: the model may not answer with it)."""
+    written (a character seen once in training is ``<unk>``: the model may not answer with it).
+    ``groups``: :class:`~attn_tutorial.translation.SentenceGroup` s; ``beam_size``, ``batch_size`` and
+    ``max_len`` ints >= 1; ``model`` one of :func:`build_translator`'s, built for ``data``'s vocabularies."""
     device = device or next(model.parameters()).device
     bos, eos = data.tgt_vocab.stoi[BOS], data.tgt_vocab.stoi[EOS]
     blocked = (data.tgt_vocab.pad_id, data.tgt_vocab.unk_id, bos)  # never part of a translation
@@ -52,8 +54,9 @@ def translate(model: nn.Module, groups, data: TranslationData, *, beam_size: int
 
 @torch.no_grad()
 def character_loss(model: nn.Module, groups, data: TranslationData, batch_size: int = 128, device=None) -> float:
-    """Cross-entropy per character (nats) of every reference translation of ``groups``, teacher
-    forced, without label smoothing: how well the model predicts the next character."""
+    """Cross-entropy per character (nats) of every reference translation of ``groups`` (a non-empty
+    list of :class:`~attn_tutorial.translation.SentenceGroup`), teacher forced, without label
+    smoothing: how well the model predicts the next character."""
     from attn_tutorial.translation import TranslationDataset
 
     device = device or next(model.parameters()).device
@@ -70,8 +73,9 @@ def character_loss(model: nn.Module, groups, data: TranslationData, batch_size: 
 
 
 def learning_rate(step: int, total: int, warmup: int) -> float:
-    """The factor on the peak learning rate: a linear warm-up over ``warmup`` steps, then a cosine
-    decay to a tenth of the peak at step ``total``."""
+    """The factor on the peak learning rate at ``step`` (0, 1, ...): a linear warm-up over ``warmup``
+    (>= 0) steps, then a cosine decay to a tenth of the peak at step ``total``; it stays at a tenth
+    after ``total``."""
     if warmup and step < warmup:
         return (step + 1) / warmup
     progress = min(1.0, (step - warmup) / max(1, total - warmup))
