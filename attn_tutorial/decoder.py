@@ -14,6 +14,7 @@ from torch import nn
 
 from attn_tutorial.attention import masked_softmax
 from attn_tutorial.differential import diff_attention_explicit, diff_attention_sdpa, lambda_init
+from attn_tutorial.lm_data import _check_count
 from attn_tutorial.mhsa import merge_heads, sinusoidal_positions, split_heads
 from attn_tutorial.text import _describe, check_mask, check_width
 from attn_tutorial.transformer import FeedForward, TransformerBlock
@@ -51,9 +52,9 @@ class CausalSelfAttention(nn.Module):
     (Ainslie et al. 2023) or multi-query (``num_kv_heads = 1``, Shazeer 2019).
 
     Args:
-        embed_dim: model width ``D``, divisible by ``num_heads``.
+        embed_dim: model width ``D``, divisible by ``num_heads`` (ints >= 1, as every size here).
         num_heads: query heads ``H``; each has width ``d = D / H``.
-        num_kv_heads: key-value heads ``H_kv`` (a divisor of ``H``; default ``H``).
+        num_kv_heads: key-value heads ``H_kv`` (a divisor of ``H``; default ``H``; 0 is an error).
         positions: ``"rope"`` rotates queries and keys, ``"alibi"`` adds a distance penalty to the
             scores; anything else (absolute positions added to the embeddings, or none) leaves them.
         dropout: on the attention weights, in training.
@@ -68,16 +69,23 @@ class CausalSelfAttention(nn.Module):
     def __init__(self, embed_dim: int, num_heads: int, num_kv_heads: int | None = None,
                  positions: str = "rope", dropout: float = 0.0, head_dim: int | None = None):
         super().__init__()
-        num_kv_heads = num_kv_heads or num_heads
+        _check_count("embed_dim", embed_dim)
+        _check_count("num_heads", num_heads)
+        num_kv_heads = num_heads if num_kv_heads is None else num_kv_heads  # 0 is an error, not the default
+        _check_count("num_kv_heads", num_kv_heads)
+        if head_dim is not None:
+            _check_count("head_dim", head_dim)
         if (head_dim is None and embed_dim % num_heads) or num_heads % num_kv_heads:
             raise ValueError(f"need embed_dim ({embed_dim}) divisible by num_heads ({num_heads}) and "
                              f"num_heads divisible by num_kv_heads ({num_kv_heads})")
         self.embed_dim, self.num_heads, self.num_kv_heads = embed_dim, num_heads, num_kv_heads
-        self.head_dim, self.positions, self.dropout = head_dim or embed_dim // num_heads, positions, dropout
+        self.head_dim = embed_dim // num_heads if head_dim is None else head_dim
+        self.positions, self.dropout = positions, dropout
         self.q_proj = nn.Linear(embed_dim, num_heads * self.head_dim)
         self.kv_proj = nn.Linear(embed_dim, 2 * num_kv_heads * self.head_dim)  # smaller with fewer kv heads
         self.out_proj = nn.Linear(num_heads * self.head_dim, embed_dim)
         self.cache_numbers = 2 * num_kv_heads * self.head_dim  # a key and a value per kv head, per position
+        self.cache_shape = (num_kv_heads, self.head_dim)  # (H_kv, d) of the cached keys and values
         if positions == "alibi":
             self.register_buffer("slopes", alibi_slopes(num_heads), persistent=False)
 
@@ -126,16 +134,22 @@ class DecoderLM(nn.Module):
     stack of :class:`DecoderBlock`, a final LayerNorm and the embedding matrix as output layer.
 
     Args:
-        vocab_size, d_model, num_heads, num_layers, d_ff: sizes (``num_heads`` query heads).
-        context: the training length; learned positions stop there.
+        vocab_size, d_model, num_heads, num_layers, d_ff: sizes, ints >= 1 (``num_heads`` query heads).
+        context: the training length (an int >= 1); learned positions stop there.
         positions: one of ``POSITIONS``.
-        num_kv_heads: key-value heads of a standard layer (``num_heads``: MHSA; 1: MQA).
-        attention: ``"standard"``, ``"diff"`` (``num_heads / 2`` DIFF heads, equal parameters) or
-            ``"moh"`` (``num_heads`` routed heads, ``active`` of them per token).
+        num_kv_heads: key-value heads of a standard layer, a divisor of ``num_heads`` (default
+            ``num_heads``: MHSA; 1: MQA); only for ``attention="standard"``.
+        attention: ``"standard"``, ``"diff"`` (``num_heads / 2`` DIFF heads, equal parameters: ``num_heads``
+            must be even) or ``"moh"`` (``num_heads`` routed heads, ``active`` of them per token, an int in
+            ``[1, num_heads]``, default ``num_heads // 2``).
         head_dim: width of a standard or routed head (default ``d_model / num_heads``).
         max_len: the longest sequence accepted (default 8 x context; ``context`` for learned positions).
+        A size of 0 is an error, never a request for the default.
 
-    ``forward(ids (B, T), mask (B, T) bool True = real token, cache)`` -> logits ``(B, T, V)``,
+    ``forward(ids, mask, cache, need_weights)``: ids int64 ``(B, T)``, ``B, T >= 1``, token ids in
+    ``[0, vocab_size)`` (padding included); mask bool ``(B, T)``, True = real token (default: all real);
+    cache None or the dict this model returned for the same batch (its keys and values, with mask and
+    positions ``(B, S)``; a cache from another model or batch is refused). Returns logits ``(B, T, V)``,
     the grown cache, and per layer the attention weights if ``need_weights`` (else None).
     Padding may sit on either side; positions count real tokens only, so a padded prompt is scored
     as it would be alone.
@@ -149,8 +163,21 @@ class DecoderLM(nn.Module):
         if positions not in POSITIONS or attention not in ATTENTIONS:
             raise ValueError(f"positions must be one of {POSITIONS} and attention one of {ATTENTIONS}, "
                              f"got {positions!r}, {attention!r}")
+        for name, size in (("vocab_size", vocab_size), ("d_model", d_model), ("num_heads", num_heads),
+                           ("num_layers", num_layers), ("d_ff", d_ff), ("context", context)):
+            _check_count(name, size)
+        for name, size in (("num_kv_heads", num_kv_heads), ("active", active), ("head_dim", head_dim),
+                           ("max_len", max_len)):
+            if size is not None:  # None asks for the default; 0 must not
+                _check_count(name, size)
+        if num_kv_heads is not None and attention != "standard":
+            raise ValueError(f"num_kv_heads is for attention='standard' (a {attention!r} layer has one key-value "
+                             f"head per head), got num_kv_heads={num_kv_heads}")
+        if attention == "diff" and num_heads % 2:
+            raise ValueError(f"attention='diff' pairs the heads (num_heads / 2 DIFF heads, each twice as wide): "
+                             f"num_heads must be even, got {num_heads}")
         self.vocab_size, self.d_model, self.context, self.positions = vocab_size, d_model, context, positions
-        self.max_len = context if positions == "learned" else (max_len or 8 * context)
+        self.max_len = context if positions == "learned" else (8 * context if max_len is None else max_len)
         self.embed = nn.Embedding(vocab_size, d_model)
         nn.init.normal_(self.embed.weight, std=d_model ** -0.5)  # times sqrt(D): unit variance
         if positions == "learned":
@@ -163,7 +190,8 @@ class DecoderLM(nn.Module):
             if attention == "diff":
                 return CausalDiffAttention(d_model, num_heads // 2, i + 1, positions, dropout)
             if attention == "moh":
-                return MixtureOfHeadsAttention(d_model, num_heads, active or num_heads // 2, positions, dropout, head_dim)
+                chosen = num_heads // 2 if active is None else active
+                return MixtureOfHeadsAttention(d_model, num_heads, chosen, positions, dropout, head_dim)
             return CausalSelfAttention(d_model, num_heads, num_kv_heads, positions, dropout, head_dim)
 
         self.blocks = nn.ModuleList(DecoderBlock(layer(i), d_ff, dropout) for i in range(num_layers))
@@ -174,15 +202,54 @@ class DecoderLM(nn.Module):
         losses = [b.self_attn.aux_loss for b in self.blocks if isinstance(b.self_attn, MixtureOfHeadsAttention)]
         return sum(losses) if losses else torch.zeros(())
 
+    def check_cache(self, cache, batch: int) -> None:
+        """Raise ``ValueError`` unless ``cache`` is a cache this model's forward returns for ``batch`` rows:
+        one entry per layer, keys and values ``(B, H_kv, S, d)`` of this model's heads and widths, mask
+        and positions ``(B, S)``. A cache from another model (layers, width, key-value heads) or batch
+        would otherwise be concatenated, or fail deep inside attention."""
+        if not isinstance(cache, dict) or not {"layers", "mask", "positions"} <= cache.keys():
+            got = f"a dict with keys {sorted(map(str, cache))}" if isinstance(cache, dict) else _describe(cache)
+            raise ValueError(f"expected cache as None or the dict this model's forward returned (keys 'layers', "
+                             f"'mask', 'positions'), got {got}")
+        layers, past = cache["layers"], cache["mask"]
+        if not isinstance(layers, (list, tuple)) or len(layers) != len(self.blocks):
+            got = f"{len(layers)} layers" if isinstance(layers, (list, tuple)) else _describe(layers)
+            raise ValueError(f"the cache does not fit this model: expected {len(self.blocks)} layers of keys and "
+                             f"values, got {got}")
+        check_mask(past, (batch, None), dims="(B, S)", name="cache['mask']")
+        if not isinstance(cache["positions"], torch.Tensor) or cache["positions"].shape != past.shape:
+            raise ValueError(f"expected cache['positions'] of shape (B, S) = {tuple(past.shape)}, "
+                             f"got {_describe(cache['positions'])}")
+        for i, (block, layer) in enumerate(zip(self.blocks, layers)):
+            heads, width = block.self_attn.cache_shape
+            expected = (batch, heads, past.shape[1], width)
+            for key, what in (("k", "keys"), ("v", "values")):
+                t = layer.get(key) if isinstance(layer, dict) else None
+                if isinstance(t, torch.Tensor) and tuple(t.shape) == expected:
+                    continue
+                wrong = ""
+                if isinstance(t, torch.Tensor) and t.dim() == 4:
+                    wrong = " (" + ", ".join(f"{n} = {g}, not {e}" for n, g, e in zip(("B", "H_kv", "S", "d"), t.shape,
+                                                                                     expected) if g != e) + ")"
+                raise ValueError(f"the cache does not fit this model: layer {i}'s cached {what} must have shape "
+                                 f"(B, H_kv, S, d) = {expected}, got {_describe(t)}{wrong}")
+
     def forward(self, ids: torch.Tensor, mask: torch.Tensor | None = None, cache: dict | None = None,
                 need_weights: bool = False):
-        if not isinstance(ids, torch.Tensor) or ids.dim() != 2 or ids.dtype != torch.long or ids.shape[1] == 0:
-            raise ValueError(f"expected ids as int64 of shape (B, T) with T >= 1, got {_describe(ids)}")
+        if (not isinstance(ids, torch.Tensor) or ids.dim() != 2 or ids.dtype != torch.long or ids.shape[0] == 0
+                or ids.shape[1] == 0):
+            raise ValueError(f"expected ids as int64 of shape (B, T) with B >= 1 and T >= 1, got {_describe(ids)}")
+        lowest, highest = torch.stack(torch.aminmax(ids)).tolist()  # one pass over the ids
+        if lowest < 0 or highest >= self.vocab_size:
+            raise ValueError(f"ids must be token ids in [0, {self.vocab_size}) (the vocabulary), got values "
+                             f"from {lowest} to {highest}")
         batch, length = ids.shape
         if mask is None:
             mask = torch.ones_like(ids, dtype=torch.bool)
         check_mask(mask, (batch, length))
-        past_mask = cache["mask"] if cache else mask.new_zeros(batch, 0)  # (B, S)
+        if cache is not None:
+            self.check_cache(cache, batch)
+        past_mask = cache["mask"] if cache is not None else mask.new_zeros(batch, 0)  # (B, S)
         positions = past_mask.sum(-1, keepdim=True) + mask.long().cumsum(-1) - 1  # (B, T) real tokens only
         positions = positions.clamp(min=0)
         longest = int(positions.max()) + 1
@@ -193,7 +260,7 @@ class DecoderLM(nn.Module):
             raise ValueError(f"the sequence is {longest} tokens long; this model accepts at most {self.max_len}")
         past = past_mask.shape[1]
         key_mask = torch.cat([past_mask, mask], dim=1)  # (B, S + T)
-        key_positions = torch.cat([cache["positions"], positions], 1) if cache else positions
+        key_positions = torch.cat([cache["positions"], positions], 1) if cache is not None else positions
         causal = torch.ones(length, past + length, dtype=torch.bool, device=ids.device).tril(diagonal=past)
         allowed = causal[None, None] & key_mask[:, None, None, :]  # (B, 1, T, S + T)
 
@@ -205,7 +272,7 @@ class DecoderLM(nn.Module):
         x = self.drop(x)
         layer_caches, all_weights = [], []
         for i, block in enumerate(self.blocks):
-            layer_cache = cache["layers"][i] if cache else None
+            layer_cache = cache["layers"][i] if cache is not None else None
             x, layer_cache, weights = block(x, allowed, positions, layer_cache, key_positions, need_weights)
             layer_caches.append(layer_cache)
             all_weights.append(weights)
@@ -215,12 +282,13 @@ class DecoderLM(nn.Module):
 
 
 def cache_bytes(model: DecoderLM, batch: int, length: int, bytes_per_number: int = 4) -> int:
-    """The formula: ``2 (keys and values) x layers x H_kv x d x length x batch x bytes``."""
+    """The formula: ``2 (keys and values) x layers x H_kv x d x length x batch x bytes`` for a
+    :class:`DecoderLM` and non-negative ints ``batch``, ``length``, ``bytes_per_number``."""
     return sum(block.self_attn.cache_numbers for block in model.blocks) * length * batch * bytes_per_number
 
 
 def measured_cache_bytes(cache: dict) -> int:
-    """The bytes the cache's key and value tensors actually hold."""
+    """The bytes the key and value tensors of ``cache`` (as :class:`DecoderLM` returns it) actually hold."""
     return sum(t.numel() * t.element_size() for layer in cache["layers"] for t in (layer["k"], layer["v"]))
 
 
@@ -252,8 +320,7 @@ def alibi_slopes(num_heads: int) -> torch.Tensor:
         start = 2 ** (-8 / n)
         return [start ** (i + 1) for i in range(n)]
 
-    if num_heads < 1:
-        raise ValueError(f"num_heads must be >= 1, got {num_heads}")
+    _check_count("num_heads", num_heads)
     below = 2 ** math.floor(math.log2(num_heads))
     slopes = power_of_two(below)
     if below < num_heads:
@@ -272,10 +339,14 @@ class CausalDiffAttention(nn.Module):
     """Chapter 4's differential attention (Ye et al. 2024) as a causal decoder layer with rotary
     positions and a key-value cache: ``num_heads`` DIFF heads, half a standard layer's for equal
     parameters; queries and keys split in two halves of width ``d = D / (2H)``, values of width ``2d``.
-    Same call as :class:`CausalSelfAttention` (the cache holds ``[k1 | k2]`` and ``v``, ``(B, H, S, 2d)``)."""
+    Same call as :class:`CausalSelfAttention` (the cache holds ``[k1 | k2]`` and ``v``, ``(B, H, S, 2d)``).
+    ``embed_dim`` and ``num_heads``: ints >= 1 with ``embed_dim`` divisible by ``2 num_heads`` (one DIFF
+    head is the pair of two standard ones); ``layer``: the depth, from 1, that sets ``lambda_init``."""
 
     def __init__(self, embed_dim: int, num_heads: int, layer: int = 1, positions: str = "rope", dropout: float = 0.0):
         super().__init__()
+        _check_count("embed_dim", embed_dim)
+        _check_count("num_heads", num_heads)
         if embed_dim % (2 * num_heads):
             raise ValueError(f"embed_dim={embed_dim} must be divisible by 2 * num_heads={2 * num_heads}")
         if positions == "alibi":
@@ -288,6 +359,7 @@ class CausalDiffAttention(nn.Module):
             nn.Parameter(torch.randn(self.head_dim) * 0.1) for _ in range(4))
         self.norm = nn.RMSNorm(2 * self.head_dim, eps=1e-5)
         self.cache_numbers = 2 * num_heads * 2 * self.head_dim  # keys [k1 | k2] and values, 2d wide each
+        self.cache_shape = (num_heads, 2 * self.head_dim)  # (H, 2d) of the cached keys and values
 
     def lam(self) -> torch.Tensor:
         """``exp(lq1 . lk1) - exp(lq2 . lk2) + lambda_init``, a 0-d float32 tensor (chapter 4)."""
@@ -327,12 +399,17 @@ class MixtureOfHeadsAttention(CausalSelfAttention):
     ``f_j`` the share of the token slots routed to head j, ``g_j`` the mean over tokens of the router's
     softmax over all heads. It is 0 for a uniform router and grows as tokens pile onto a few heads.
     Keys and values are computed and cached for every head (a later token may choose any); this
-    implementation also computes every head's attention and zeroes the unchosen ones.
+    implementation also computes every head's attention and zeroes the unchosen ones. Unlike Jin et
+    al.'s MoH, which keeps a few shared heads always active, every head here is routed: none is shared.
+
+    ``num_heads``, ``head_dim`` as :class:`CausalSelfAttention` (one key-value head per head);
+    ``active``: an int in ``[1, num_heads]``.
     """
 
     def __init__(self, embed_dim: int, num_heads: int, active: int, positions: str = "rope", dropout: float = 0.0,
                  head_dim: int | None = None):
         super().__init__(embed_dim, num_heads, None, positions, dropout, head_dim)
+        _check_count("active", active)
         if not 1 <= active <= num_heads:
             raise ValueError(f"active must be between 1 and num_heads={num_heads}, got {active}")
         self.active = active

@@ -5,27 +5,49 @@ sampling, with or without the key-value cache."""
 
 from __future__ import annotations
 
+import math
+import numbers
+
 import torch
 import torch.nn.functional as F
 from torch import nn
 
+from attn_tutorial.lm_data import _check_count, _is_ids
 from attn_tutorial.text import _describe
+
+
+def _is_int(value) -> bool:
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+
+
+def _check_top_k(k, vocab_size: int) -> None:
+    if not _is_int(k) or not 1 <= k <= vocab_size:
+        raise ValueError(f"top_k must be between 1 and the vocabulary size {vocab_size} (an int), got {k!r}")
+
+
+def _check_top_p(p) -> None:
+    if isinstance(p, bool) or not isinstance(p, numbers.Real) or not 0.0 < p <= 1.0:  # NaN fails too
+        raise ValueError(f"top_p must be in (0, 1], got {p!r}")
+
+
+def _check_temperature(temperature) -> None:
+    if isinstance(temperature, bool) or not isinstance(temperature, numbers.Real) or not 0 <= temperature < math.inf:
+        raise ValueError(f"temperature must be >= 0 and finite (0: greedy), got {temperature!r}")
 
 
 def top_k_filter(logits: torch.Tensor, k: int) -> torch.Tensor:
     """Keep the ``k`` largest logits of each row of ``(B, V)`` (exactly k, ties broken by index); the
-    rest become ``-inf``."""
-    if not 1 <= k <= logits.shape[-1]:
-        raise ValueError(f"top_k must be between 1 and the vocabulary size {logits.shape[-1]}, got {k}")
+    rest become ``-inf``. ``k``: an int in ``[1, V]``."""
+    _check_top_k(k, logits.shape[-1])
     keep = torch.zeros_like(logits, dtype=torch.bool).scatter(-1, logits.topk(k, dim=-1).indices, True)
     return logits.masked_fill(~keep, float("-inf"))
 
 
 def top_p_filter(logits: torch.Tensor, p: float) -> torch.Tensor:
     """Nucleus filtering (Holtzman et al. 2020): keep the most probable tokens of each row until their
-    probabilities sum to at least ``p`` (the token that crosses ``p`` is kept); the rest become ``-inf``."""
-    if not 0.0 < p <= 1.0:
-        raise ValueError(f"top_p must be in (0, 1], got {p}")
+    probabilities sum to at least ``p`` (the token that crosses ``p`` is kept); the rest become ``-inf``.
+    ``logits``: float ``(B, V)``; ``p``: a number in ``(0, 1]``."""
+    _check_top_p(p)
     probs, order = torch.softmax(logits.float(), dim=-1).sort(dim=-1, descending=True)  # (B, V)
     mass_before = probs.cumsum(-1) - probs  # the mass of the better tokens
     keep_sorted = mass_before < p  # the first token is always kept
@@ -35,15 +57,25 @@ def top_p_filter(logits: torch.Tensor, p: float) -> torch.Tensor:
 
 def sample_next(logits: torch.Tensor, temperature: float = 1.0, top_k: int | None = None,
                 top_p: float | None = None, generator: torch.Generator | None = None) -> torch.Tensor:
-    """One token per row of ``logits (B, V)``: greedy (the argmax) at ``temperature == 0``, else a
-    draw from ``softmax(logits / temperature)`` after the optional top-k and top-p filters. ``(B,)``."""
+    """One token per row of ``logits (B, V)`` (any float dtype): greedy (the argmax) at ``temperature == 0``,
+    else a draw from ``softmax(logits / temperature)`` after the optional top-k and top-p filters. ``(B,)``
+    int64. ``temperature``: a finite number >= 0; below float32's smallest normal number (about 1.2e-38)
+    it is greedy too. ``top_k``: an int in ``[1, V]``; ``top_p``: a number in ``(0, 1]``."""
     if not isinstance(logits, torch.Tensor) or logits.dim() != 2 or not logits.is_floating_point():
         raise ValueError(f"expected float logits of shape (B, V), got {_describe(logits)}")
-    if temperature < 0:
-        raise ValueError(f"temperature must be >= 0, got {temperature}")
-    if temperature == 0:
+    _check_temperature(temperature)
+    if top_k is not None:
+        _check_top_k(top_k, logits.shape[-1])
+    if top_p is not None:
+        _check_top_p(top_p)
+    if temperature < torch.finfo(torch.float32).tiny:  # 0, or too cold to divide by in float32: the argmax
         return logits.argmax(-1)
-    logits = logits.float() / temperature
+    logits = logits.float()
+    scaled = logits / temperature
+    # A cold temperature can overflow logits / temperature to inf (and inf - inf is NaN in the softmax);
+    # there, the same distribution with the best logit moved to 0 first stays finite.
+    shifted = (logits - logits.amax(-1, keepdim=True)) / temperature
+    logits = torch.where(torch.isfinite(scaled).all(-1, keepdim=True), scaled, shifted)
     if top_k is not None:
         logits = top_k_filter(logits, top_k)
     if top_p is not None:
@@ -51,18 +83,37 @@ def sample_next(logits: torch.Tensor, temperature: float = 1.0, top_k: int | Non
     return torch.multinomial(torch.softmax(logits, -1), 1, generator=generator).squeeze(-1)
 
 
+def _prompt_ids(row: int, prompt) -> torch.Tensor:
+    """One prompt as int64 ids ``(T,)``, or a clear error (a float id would be truncated silently)."""
+    try:
+        tokens = torch.as_tensor(prompt)
+    except (TypeError, ValueError, RuntimeError):
+        tokens = prompt
+    if isinstance(tokens, torch.Tensor) and tokens.dim() == 1 and tokens.numel() == 0:
+        raise ValueError("every prompt needs at least one token (an empty prompt has nothing to continue)")
+    if not _is_ids(tokens, 1):
+        raise ValueError(f"expected every prompt as a list of int token ids, got prompt {row} as {_describe(tokens)}")
+    return tokens.long()
+
+
 def pad_prompts(prompts: list[list[int]], pad_id: int = 0, side: str = "left"):
-    """A batch of prompts of different lengths: ids ``(B, T)`` and mask ``(B, T)`` (True = real)."""
+    """A batch of prompts of different lengths: ids ``(B, T)`` int64 and mask ``(B, T)`` bool (True = real).
+    ``prompts``: a non-empty list of non-empty lists of int token ids; ``pad_id``: the int written where
+    the mask is False; ``side``: where the padding goes, ``"left"`` or ``"right"``."""
     if side not in ("left", "right"):
         raise ValueError(f"side must be 'left' or 'right', got {side!r}")
-    if not prompts or any(len(p) == 0 for p in prompts):
-        raise ValueError("every prompt needs at least one token (an empty prompt has nothing to continue)")
-    length = max(len(p) for p in prompts)
-    ids = torch.full((len(prompts), length), pad_id, dtype=torch.long)
-    mask = torch.zeros((len(prompts), length), dtype=torch.bool)
-    for row, prompt in enumerate(prompts):
-        span = slice(length - len(prompt), length) if side == "left" else slice(0, len(prompt))
-        ids[row, span], mask[row, span] = torch.tensor(prompt, dtype=torch.long), True
+    if not _is_int(pad_id):
+        raise ValueError(f"pad_id must be an int token id, got {pad_id!r}")
+    if not isinstance(prompts, (list, tuple)) or not prompts:
+        raise ValueError(f"expected prompts as a non-empty list of token-id lists, got "
+                         f"{_describe(prompts) if isinstance(prompts, torch.Tensor) else repr(prompts)[:60]}")
+    rows = [_prompt_ids(row, prompt) for row, prompt in enumerate(prompts)]
+    length = max(len(t) for t in rows)
+    ids = torch.full((len(rows), length), pad_id, dtype=torch.long)
+    mask = torch.zeros((len(rows), length), dtype=torch.bool)
+    for row, tokens in enumerate(rows):
+        span = slice(length - len(tokens), length) if side == "left" else slice(0, len(tokens))
+        ids[row, span], mask[row, span] = tokens, True
     return ids, mask
 
 
@@ -73,12 +124,28 @@ def generate(model: nn.Module, prompts: list[list[int]], max_new_tokens: int, *,
              pad_id: int = 0) -> list[list[int]]:
     """Continue each prompt by ``max_new_tokens`` tokens (fewer for a row that writes ``stop_id``).
     With ``use_cache`` the prompts run once and every later step feeds one token against the cached
-    keys and values; without it every step runs the whole sequence again (the same tokens, slower)."""
-    if max_new_tokens < 1:
-        raise ValueError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
-    if top_k is not None and not 1 <= top_k <= model.vocab_size:
-        raise ValueError(f"top_k must be between 1 and the vocabulary size {model.vocab_size}, got {top_k}")
+    keys and values; without it every step runs the whole sequence again (the same tokens, slower).
+
+    ``model``: a :class:`~attn_tutorial.decoder.DecoderLM` (anything with its call, ``vocab_size`` and
+    ``max_len``); ``prompts``: a non-empty list of non-empty lists of int token ids in ``[0, V)``;
+    ``max_new_tokens``: an int >= 1 (prompt plus new tokens at most ``model.max_len``); ``temperature``,
+    ``top_k``, ``top_p`` as :func:`sample_next`; ``pad_id`` and ``stop_id``: token ids in ``[0, V)``.
+    Returns the new tokens of each prompt, a list of lists of ints (the prompt not included)."""
+    _check_count("max_new_tokens", max_new_tokens)
+    _check_temperature(temperature)
+    vocab = model.vocab_size
+    if top_k is not None:
+        _check_top_k(top_k, vocab)
+    if top_p is not None:
+        _check_top_p(top_p)
+    for name, token in (("pad_id", pad_id), ("stop_id", stop_id)):
+        if token is not None and (not _is_int(token) or not 0 <= token < vocab):
+            raise ValueError(f"{name} must be a token id in [0, {vocab}) (the model's vocabulary), got {token!r}")
     ids, mask = pad_prompts(prompts, pad_id, side)
+    lowest, highest = torch.stack(torch.aminmax(ids[mask])).tolist()
+    if lowest < 0 or highest >= vocab:
+        raise ValueError(f"prompts must be token ids in [0, {vocab}) (the model's vocabulary), got values "
+                         f"from {lowest} to {highest}")
     longest = max(len(p) for p in prompts)
     if longest + max_new_tokens > model.max_len:
         raise ValueError(f"a prompt of {longest} tokens plus {max_new_tokens} new ones is longer than the "

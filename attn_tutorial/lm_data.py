@@ -6,6 +6,7 @@ with Hugging Face ``tokenizers``, token streams, training windows and the needle
 from __future__ import annotations
 
 import hashlib
+import numbers
 import os
 import random
 from dataclasses import dataclass
@@ -14,8 +15,32 @@ import torch
 
 from attn_tutorial import runs
 from attn_tutorial.paths import cache_dir
+from attn_tutorial.text import _describe
 
 PAD, EOT = "<pad>", "<|endoftext|>"  # ids 0 and 1
+
+
+def _check_count(name: str, value, minimum: int = 1) -> None:
+    """Raise ``ValueError`` unless ``value`` is an int (not a bool) of at least ``minimum``: a size of 0
+    must not fall back to a default, nor a float be truncated, nor a negative size count from the end."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < minimum:
+        raise ValueError(f"{name} must be an int >= {minimum}, got {value!r}")
+
+
+INTEGER_DTYPES = (torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8)
+
+
+def _is_ids(x, ndim: int) -> bool:
+    """``x`` is a tensor of integers (not floats, not bools) with ``ndim`` axes: token ids."""
+    return isinstance(x, torch.Tensor) and x.dim() == ndim and x.dtype in INTEGER_DTYPES
+
+
+def _check_windows(windows) -> None:
+    """Raise ``ValueError`` unless ``windows`` is an integer tensor ``(N, L + 1)`` with at least one window
+    and one target per window (what :func:`evaluation_windows` returns)."""
+    if not _is_ids(windows, 2) or windows.shape[0] < 1 or windows.shape[1] < 2:
+        raise ValueError(f"expected windows as integer token ids of shape (N, L + 1) with N >= 1 and L >= 1, "
+                         f"got {_describe(windows)}")
 
 
 def clean_review(text: str) -> str:
@@ -116,8 +141,13 @@ def lm_corpus(vocab_size: int = 2048, n_train: int | None = None, n_test: int | 
 
 
 def random_windows(stream: torch.Tensor, batch: int, length: int, generator: torch.Generator) -> torch.Tensor:
-    """``batch`` windows of ``length + 1`` consecutive tokens at random offsets: ``(B, length + 1)``;
-    inputs are ``[:, :-1]``, next-token targets ``[:, 1:]``."""
+    """``batch`` windows of ``length + 1`` consecutive tokens of ``stream`` (integer token ids ``(N,)``,
+    more than ``length + 1`` of them) at random offsets: ``(batch, length + 1)``, the stream's dtype;
+    inputs are ``[:, :-1]``, next-token targets ``[:, 1:]``. ``batch`` and ``length`` are ints >= 1."""
+    if not _is_ids(stream, 1):
+        raise ValueError(f"expected stream as integer token ids of shape (N,), got {_describe(stream)}")
+    _check_count("batch", batch)
+    _check_count("length", length)
     if len(stream) <= length + 1:
         raise ValueError(f"the stream has {len(stream)} tokens: too short for windows of {length + 1}")
     starts = torch.randint(0, len(stream) - length - 1, (batch,), generator=generator)
@@ -127,7 +157,12 @@ def random_windows(stream: torch.Tensor, batch: int, length: int, generator: tor
 def evaluation_windows(stream: torch.Tensor, length: int, n_tokens: int) -> torch.Tensor:
     """The first ``n_tokens`` (a multiple of ``length``) of ``stream`` cut into consecutive,
     non-overlapping windows of ``length + 1`` tokens (each shares its last token with the next
-    window's first): ``(n_tokens / length, length + 1)``. Every length scores the same tokens."""
+    window's first): ``(n_tokens / length, length + 1)``. Every length scores the same tokens.
+    ``stream``: integer token ids ``(N,)`` with ``N > n_tokens``; ``length`` and ``n_tokens``: ints >= 1."""
+    if not _is_ids(stream, 1):
+        raise ValueError(f"expected stream as integer token ids of shape (N,), got {_describe(stream)}")
+    _check_count("length", length)
+    _check_count("n_tokens", n_tokens)
     if n_tokens % length:
         raise ValueError(f"n_tokens ({n_tokens}) must be a multiple of length ({length})")
     if len(stream) < n_tokens + 1:
@@ -166,14 +201,28 @@ def needle_spec(corpus: LMCorpus) -> NeedleSpec:
                       [corpus.encode(k) for k in KEYS], [corpus.encode(v) for v in VALUES])
 
 
+def _check_needles(n_needles, spec: NeedleSpec) -> None:
+    """One needle at least (the question asks about the first), and no more than there are keys."""
+    integer = isinstance(n_needles, numbers.Integral) and not isinstance(n_needles, bool)
+    if not integer or not 1 <= n_needles <= len(spec.keys):
+        raise ValueError(f"n_needles must be an int between 1 and the number of keys ({len(spec.keys)}), "
+                         f"got {n_needles!r}")
+
+
 def needle_example(text: torch.Tensor, length: int, spec: NeedleSpec, depth: float, n_needles: int,
                    generator: random.Random) -> tuple[torch.Tensor, int]:
     """A ``length``-token example: the start of ``text`` as the haystack, ``n_needles`` facts hidden in it
     (distinct keys, random values), then the question about the first fact and its answer. The asked
     needle starts at the fraction ``depth`` of the haystack, the others at random places.
+    ``text``: integer token ids ``(N,)``; ``length``: an int >= 1; ``depth``: in ``[0, 1]``; ``n_needles``:
+    an int between 1 and the number of keys of ``spec``.
     Returns the ids ``(length,)`` and the number of answer tokens (the last ones)."""
     if not 0.0 <= depth <= 1.0:
         raise ValueError(f"depth must be in [0, 1], got {depth}")
+    if not _is_ids(text, 1):
+        raise ValueError(f"expected text as integer token ids of shape (N,), got {_describe(text)}")
+    _check_count("length", length)
+    _check_needles(n_needles, spec)
     keys = generator.sample(range(len(spec.keys)), n_needles)
     values = [generator.randrange(len(spec.values)) for _ in keys]
     needles = [spec.needle(k, v) for k, v in zip(keys, values)]
@@ -194,8 +243,14 @@ def needle_example(text: torch.Tensor, length: int, spec: NeedleSpec, depth: flo
 
 def add_needles(windows: torch.Tensor, spec: NeedleSpec, fraction: float, n_needles: int,
                 generator: random.Random) -> torch.Tensor:
-    """Training windows ``(B, L + 1)`` where a ``fraction`` of the rows become needle examples of the
-    same length (their own text as the haystack)."""
+    """Training windows ``(B, L + 1)`` (integer token ids) where a ``fraction`` (in ``[0, 1]``) of the rows
+    become needle examples of the same length (their own text as the haystack), each with ``n_needles``
+    facts (as :func:`needle_example`)."""
+    if not _is_ids(windows, 2):
+        raise ValueError(f"expected windows as integer token ids of shape (B, L + 1), got {_describe(windows)}")
+    if not 0.0 <= fraction <= 1.0:
+        raise ValueError(f"fraction must be in [0, 1], got {fraction}")
+    _check_needles(n_needles, spec)
     out = windows.clone()
     for row in range(windows.shape[0]):
         if generator.random() < fraction:

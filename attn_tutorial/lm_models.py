@@ -19,8 +19,8 @@ from tqdm.auto import tqdm
 from attn_tutorial import runs
 from attn_tutorial.decoder import DecoderLM, cache_bytes, measured_cache_bytes
 from attn_tutorial.generation import generate
-from attn_tutorial.lm_data import (LMCorpus, NeedleSpec, add_needles, evaluation_windows, lm_corpus,
-                                   needle_example, needle_spec, random_windows)
+from attn_tutorial.lm_data import (LMCorpus, NeedleSpec, _check_count, _check_windows, add_needles,
+                                   evaluation_windows, lm_corpus, needle_example, needle_spec, random_windows)
 from attn_tutorial.results import RunContext, experiment
 from attn_tutorial.training import autocast, autocast_dtype, save_checkpoint
 
@@ -31,12 +31,22 @@ class KneserNeyTrigram:
 
     ``P(c | a b) = max(c(abc) - delta_3, 0) / c(ab.) + delta_3 N1+(ab.) / c(ab.) * P2(c | b)``, and ``P2`` and
     ``P1`` the same with *continuation* counts (in how many contexts a word follows), down to a
-    uniform distribution over the vocabulary: every token has a probability above zero.
+    uniform distribution over the vocabulary: every token has a probability above zero, because every
+    discount lies in (0, 1]. When no n-gram of an order occurs exactly once (``n1 = 0``) the formula
+    would give 0, and unseen tokens no mass at all; that order then takes the conventional 0.5 (the
+    first of KenLM's ``--discount_fallback`` values).
+
+    ``tokens``: one stream of integer token ids ``(N,)``, ``N >= 3``, each in ``[0, vocab_size)``
+    (a tensor, an array or a list; float or bool ids and 2-D batches are refused).
     """
 
     def __init__(self, tokens: torch.Tensor, vocab_size: int):
+        _check_count("vocab_size", vocab_size)
         V = self.V = vocab_size
         x = self._ids(tokens, "tokens")
+        if x.ndim != 1:
+            raise ValueError(f"tokens must be one stream of token ids of shape (N,), got shape {x.shape} "
+                             "(join the rows of a batch first)")
         if len(x) < 3:
             raise ValueError(f"a trigram model needs at least 3 tokens, got {len(x)}")
         # Every distinct trigram (a, b, c), coded as one integer, and how often it occurs.
@@ -54,16 +64,22 @@ class KneserNeyTrigram:
         self.D1 = self._discount(self.c_cont[self.c_cont > 0])
 
     def _ids(self, ids, name: str) -> np.ndarray:
-        """``ids`` as int64 token ids, each in ``[0, V)`` (ids outside would index wrong counts silently)."""
-        x = np.asarray(ids, dtype=np.int64)
+        """``ids`` as int64 token ids, each in ``[0, V)`` (ids outside would index wrong counts silently,
+        float ids would be truncated)."""
+        x = np.asarray(ids)
+        if x.size and not np.issubdtype(x.dtype, np.integer):
+            raise ValueError(f"{name} must be integer token ids, got {x.dtype} of shape {x.shape}")
+        x = x.astype(np.int64)
         if x.size and (x.min() < 0 or x.max() >= self.V):
             raise ValueError(f"{name} must be token ids in [0, {self.V}), got values from {x.min()} to {x.max()}")
         return x
 
     @staticmethod
     def _discount(counts: np.ndarray) -> float:
+        """``n1 / (n1 + 2 n2)``, in (0, 1] when some count is 1; 0.5 when none is (``n1 = 0``: the formula's 0
+        would leave no mass for what was never seen)."""
         n1, n2 = (counts == 1).sum(), (counts == 2).sum()
-        return float(n1 / (n1 + 2 * n2)) if n1 + n2 else 0.5
+        return float(n1 / (n1 + 2 * n2)) if n1 else 0.5
 
     @staticmethod
     def _lookup(keys: np.ndarray, values: np.ndarray, query: np.ndarray) -> np.ndarray:
@@ -86,7 +102,8 @@ class KneserNeyTrigram:
         return np.where(total > 0, p, lower)
 
     def probability(self, a, b, c) -> np.ndarray:
-        """``P(c | a b)`` for arrays of token ids."""
+        """``P(c | a b)`` for integer token ids in ``[0, V)`` (arrays of one shape, or that broadcast):
+        float64, above zero and summing to 1 over ``c``."""
         a, b, c = (self._ids(t, name) for t, name in ((a, "a"), (b, "b"), (c, "c")))
         V = self.V
         count = self._lookup(self.tri_keys, self.tri_count, (a * V + b) * V + c).astype(np.float64)
@@ -99,7 +116,10 @@ class KneserNeyTrigram:
 
     def perplexity(self, windows: torch.Tensor) -> float:
         """Perplexity over the tokens ``windows[:, 1:]`` predicts, each from the two tokens before it
-        in the stream (the first target of the first window uses ``<pad>`` for the missing one)."""
+        in the stream (the first target of the first window uses ``<pad>`` for the missing one).
+        ``windows``: integer token ids ``(N, L + 1)``, ``N, L >= 1``, consecutive as
+        :func:`~attn_tutorial.lm_data.evaluation_windows` cuts them."""
+        _check_windows(windows)
         stream = torch.cat([windows[0, :1], windows[:, 1:].flatten()])  # the contiguous tokens
         x = np.concatenate([[0], stream.numpy()])
         p = self.probability(x[:-2], x[1:-1], x[2:])
@@ -186,7 +206,10 @@ def fit_lm(model: DecoderLM, corpus: LMCorpus, *, steps: int, batch_size: int = 
 @torch.no_grad()
 def perplexity(model: DecoderLM, windows: torch.Tensor, batch_size: int = 16, device=None) -> float:
     """``exp`` of the mean cross-entropy of ``windows[:, 1:]`` given ``windows[:, :-1]`` (windows
-    from :func:`~attn_tutorial.lm_data.evaluation_windows`; every window starts without context)."""
+    from :func:`~attn_tutorial.lm_data.evaluation_windows`; every window starts without context).
+    ``windows``: integer token ids ``(N, L + 1)`` with ``N, L >= 1``; ``batch_size``: an int >= 1."""
+    _check_windows(windows)
+    _check_count("batch_size", batch_size)
     device = device or next(model.parameters()).device
     model.eval()
     total, count = 0.0, 0
@@ -207,9 +230,11 @@ def needle_accuracy(model: DecoderLM, corpus: LMCorpus, spec: NeedleSpec, depths
                     device=None) -> dict:
     """Per depth of the asked needle, the share of questions answered: every token of the answer is
     the model's most likely next token (what greedy decoding would write). Haystacks are test
-    reviews; an example is ``length`` tokens (default the model's context)."""
+    reviews; an example is ``length`` tokens (default the model's context). ``depths``: numbers in
+    ``[0, 1]``; ``n_per_depth``: an int >= 1; ``n_needles`` as :func:`~attn_tutorial.lm_data.needle_example`."""
+    _check_count("n_per_depth", n_per_depth)
     device = device or next(model.parameters()).device
-    length = length or model.context
+    length = model.context if length is None else length
     rng, found = random.Random(seed), {}
     model.eval()
     for depth in depths:
