@@ -17,6 +17,7 @@ from __future__ import annotations
 import os
 import platform
 import sys
+import time
 from dataclasses import asdict, dataclass, field
 
 PROFILE_ENV = "ATTN_PROFILE"
@@ -119,13 +120,99 @@ def run_info(profile: Profile | None = None, device=None) -> dict:
     }
 
 
+THREADS_ENV = ("ATTN_THREADS", "OMP_NUM_THREADS")  # a thread count set by hand wins over the choice
+
+
+def cores_available() -> int:
+    """The CPU cores this process may run on (its affinity mask, else all of them)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        return max(1, os.cpu_count() or 1)
+
+
+def _cpu_times() -> tuple[float, float] | None:
+    """(busy, total) jiffies of the whole machine from ``/proc/stat``; None where there is none."""
+    try:
+        with open("/proc/stat", encoding="ascii") as stat:
+            fields = [float(x) for x in stat.readline().split()[1:]]
+    except (OSError, ValueError):
+        return None
+    idle = fields[3] + (fields[4] if len(fields) > 4 else 0.0)  # idle + iowait
+    total = sum(fields[:8])  # user nice system idle iowait irq softirq steal (guest is inside user)
+    return total - idle, total
+
+
+def busy_cores(sample_s: float = 0.3) -> float | None:
+    """How many cores other processes keep busy now, measured over ``sample_s`` seconds while this
+    one sleeps (``/proc/stat``); None where it cannot be measured."""
+    first = _cpu_times()
+    if first is None:
+        return None
+    time.sleep(sample_s)
+    second = _cpu_times()
+    if second is None or second[1] <= first[1]:
+        return None
+    return (second[0] - first[0]) / (second[1] - first[1]) * (os.cpu_count() or 1)
+
+
+def choose_cpu_threads(sample_s: float = 0.3) -> tuple[int, str]:
+    """Set torch's CPU threads to the cores that are free now; return (threads, why).
+
+    PyTorch starts one OpenMP thread per core. When another program keeps a core busy, the thread
+    that shares that core is descheduled for whole time slices while the others spin at every
+    barrier, waiting for it: small-tensor training (this course's) then runs tens of times slower
+    (seen: 125x, a BiLSTM on 2 cores beside one single-threaded process). One thread per free core
+    avoids the wait. A count set by hand (``ATTN_THREADS`` or ``OMP_NUM_THREADS``) is kept.
+    """
+    import torch
+
+    for name in THREADS_ENV:
+        value = os.environ.get(name, "").strip()
+        if value:
+            try:
+                threads = int(value)
+            except ValueError:
+                raise ValueError(f"{name} must be a whole number of threads, got {value!r}") from None
+            if threads < 1:
+                raise ValueError(f"{name} must be at least 1, got {threads}")
+            torch.set_num_threads(threads)
+            return threads, f"set by {name}"
+    cores = cores_available()
+    busy = busy_cores(sample_s) if cores > 1 else 0.0
+    if busy is None:
+        torch.set_num_threads(cores)
+        return cores, "one per core (the machine's load cannot be read here)"
+    free = max(1, min(cores, int(cores - busy + 0.25)))  # a core 75 % busy is not free
+    torch.set_num_threads(free)
+    if free == cores:
+        return free, "one per core"
+    return free, (f"{cores - free} of {cores} cores busy with other programs: one thread per free core, "
+                  "so that no thread waits for a descheduled one")
+
+
 def print_run_header(profile: Profile | None = None, device=None) -> Profile:
-    """Print the line every notebook starts with; return the profile."""
+    """Print the line every notebook starts with; return the profile. On the CPU it first chooses
+    the number of threads (:func:`choose_cpu_threads`) and says why."""
     profile = profile or current_profile()
+    why = None
+    if _runs_on_cpu(device):
+        _, why = choose_cpu_threads()
     info = run_info(profile, device)
     print(
         f"Run profile: {info['profile']}  |  device: {info['device']}  |  "
         f"torch {info['torch']}  |  python {info['python']}"
     )
     print(f"  ({profile.description}; change with {PROFILE_ENV}=smoke|cpu|full)")
+    if why and why not in ("one per core", "set by OMP_NUM_THREADS"):
+        print(f"  (CPU threads: {why})")
     return profile
+
+
+def _runs_on_cpu(device) -> bool:
+    import torch
+
+    if device is not None:
+        return torch.device(device).type == "cpu"
+    return not torch.cuda.is_available() and not (
+        getattr(torch.backends, "mps", None) and torch.backends.mps.is_available())

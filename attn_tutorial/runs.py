@@ -549,9 +549,29 @@ class Heartbeat:
             ratio = pace / expected
             line += f" (recorded: {fmt_duration(expected)} per epoch on this device"
             line += f"; {ratio:.1f}x slower: the machine is busy or slower)" if ratio >= self.SLOW else ")"
+            if ratio >= self.SLOW:
+                line += self._fewer_threads()
         line += f"; {fmt_duration(now - self.start)} in this run"
         with open(self.path, "a", encoding="utf-8") as out:
             out.write(line + "\n")
+
+
+    @staticmethod
+    def _fewer_threads() -> str:
+        """On a machine that became busy: one CPU thread per core still free (threads waiting for a
+        descheduled one are what makes small-tensor training this slow); what changed, or ''."""
+        import torch
+
+        from .profiles import THREADS_ENV, choose_cpu_threads
+
+        before = torch.get_num_threads()
+        if before == 1 or any(os.environ.get(name, "").strip() for name in THREADS_ENV):
+            return ""
+        threads, _ = choose_cpu_threads(sample_s=0.2)
+        if threads >= before:
+            torch.set_num_threads(before)
+            return ""
+        return f"; CPU threads {before} -> {threads}, one per free core"
 
 
 def recorded_epoch_seconds(records: list[dict], profile: str, device: str) -> float | None:

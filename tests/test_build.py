@@ -52,7 +52,9 @@ SLOW_META = "mystnb:\n  execution_timeout: 3\n"  # this notebook only: the other
 TRAINING_META = "mystnb:\n  execution_timeout: 8\n"
 
 
-def write_book(root: Path) -> None:
+def write_tiny_book(root: Path, notebooks: list[str]) -> Path:
+    """A tiny book's configuration, table of contents (``notebooks/<name>`` each) and index; its
+    notebooks' folder, for the caller to fill."""
     (root / "_config.yml").write_text(textwrap.dedent("""\
         title: Tiny book
         only_build_toc_files: true
@@ -62,18 +64,16 @@ def write_book(root: Path) -> None:
         sphinx:
           extra_extensions: [course_ext]
         """))
-    (root / "_toc.yml").write_text(textwrap.dedent("""\
-        format: jb-book
-        root: index
-        chapters:
-          - file: notebooks/passing
-          - file: notebooks/failing
-          - file: notebooks/slow
-          - file: notebooks/training
-        """))
+    (root / "_toc.yml").write_text("format: jb-book\nroot: index\nchapters:\n"
+                                   + "".join(f"  - file: notebooks/{name}\n" for name in notebooks))
     (root / "index.md").write_text("# Tiny book\n")
     nb = root / "notebooks"
     nb.mkdir()
+    return nb
+
+
+def write_book(root: Path) -> None:
+    nb = write_tiny_book(root, ["passing", "failing", "slow", "training"])
     (nb / "passing.md").write_text(notebook("Passing", "print(1 + 1)"))
     (nb / "failing.md").write_text(notebook("Failing", "x = 1", "raise ValueError(f'bad value {x}')"))
     (nb / "slow.md").write_text(notebook("Slow", "x = 1", "import time\ntime.sleep(60)", "print(x)", extra=SLOW_META))

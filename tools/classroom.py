@@ -34,6 +34,7 @@ unless given ``--unsafe``. Submitted files are read, never modified.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import re
@@ -186,11 +187,66 @@ def assignment_spec(name: str) -> dict:
     return {"name": name, "cells": cells}
 
 
+class HarnessServer:
+    """Each submission's harness, forked from one process that has imported torch and the harness
+    (``harness.py --serve``): a submission then costs one torch import (its sandboxed worker's)
+    instead of two. The harness is the grader's own code; the student's code runs in the sandbox
+    that each forked harness starts, exactly as in a harness started afresh."""
+
+    def __init__(self):
+        import threading  # noqa: PLC0415
+
+        env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")  # small tensors, several at once
+        self.process = subprocess.Popen([PY, str(ROOT / "tools" / "grading" / "harness.py"), "--serve"],
+                                        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env)
+        self.lock = threading.Lock()
+
+    def start(self, args: list[str], log: Path) -> int:
+        """Fork a harness for ``args`` (harness.py's command line) writing to ``log``; its pid."""
+        with self.lock:
+            try:
+                self.process.stdin.write(json.dumps({"argv": args, "log": str(log)}) + "\n")
+                self.process.stdin.flush()
+                line = self.process.stdout.readline()
+            except OSError as error:
+                line, why = "", str(error)
+            else:
+                why = f"exit code {self.process.poll()}"
+        if not line:
+            raise RuntimeError(f"the grader's harness server ended ({why}): see the output above")
+        return int(json.loads(line)["pid"])
+
+    @staticmethod
+    def wait(pid: int, seconds: float) -> None:
+        """Until the forked harness ``pid`` has ended, or ``seconds``: then its session is killed."""
+        deadline = time.monotonic() + seconds
+        while True:
+            try:
+                os.kill(pid, 0)
+            except ProcessLookupError:
+                return  # ended (the server's kernel reaps it: no zombie keeps the pid)
+            if time.monotonic() > deadline:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(pid, signal.SIGKILL)  # its session: the harness and its sandbox
+                return
+            time.sleep(0.05)
+
+    def close(self) -> None:
+        with contextlib.suppress(OSError):
+            self.process.stdin.close()
+        try:
+            self.process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+
+
 def grade_one(name: str, spec_file: Path, student: str, submission: Path, work: Path, timeout: float,
-              total_timeout: float, unsafe: bool) -> StudentResult:
-    """Grade one submission with the harness (``tools/grading/harness.py``) in a process of its own:
-    the student's code runs in a sandbox, the tests in the harness. The submission is read, never
-    changed, and never seen by the other submissions' sandboxes."""
+              total_timeout: float, unsafe: bool, server: HarnessServer | None = None) -> StudentResult:
+    """Grade one submission with the harness (``tools/grading/harness.py``) in a process of its own
+    (forked by ``server``, else started afresh): the student's code
+    runs in a sandbox, the tests in the harness. The submission is read, never changed, and never
+    seen by the other submissions' sandboxes."""
     import tempfile  # noqa: PLC0415
 
     start = time.perf_counter()
@@ -198,19 +254,21 @@ def grade_one(name: str, spec_file: Path, student: str, submission: Path, work: 
     result_file = work / f"{student}.json"
     result_file.unlink(missing_ok=True)
     sandbox_dir = Path(tempfile.mkdtemp(prefix=f"attn-grade-{student}-"))
-    cmd = [PY, str(ROOT / "tools" / "grading" / "harness.py"), str(spec_file), str(submission),
-           str(sandbox_dir), str(result_file), f"--cell-timeout={timeout:g}", f"--total-timeout={total_timeout:g}"]
-    if unsafe:
-        cmd.append("--unsafe")
-    env = dict(os.environ, OMP_NUM_THREADS="1")  # small tensors, several submissions at once
+    args = [str(spec_file), str(submission), str(sandbox_dir), str(result_file), f"--cell-timeout={timeout:g}",
+            f"--total-timeout={total_timeout:g}"] + (["--unsafe"] if unsafe else [])
     try:
-        with open(work / f"{student}.log", "wb") as log:
-            proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
-            try:
-                proc.wait(timeout=total_timeout + 60)
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)  # the harness's sandbox dies with it (--die-with-parent)
-                proc.wait()
+        if server is not None:
+            server.wait(server.start(args, work / f"{student}.log"), total_timeout + 60)
+        else:
+            cmd = [PY, str(ROOT / "tools" / "grading" / "harness.py"), *args]
+            env = dict(os.environ, OMP_NUM_THREADS="1")  # small tensors, several submissions at once
+            with open(work / f"{student}.log", "wb") as log:
+                proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+                try:
+                    proc.wait(timeout=total_timeout + 60)
+                except subprocess.TimeoutExpired:
+                    os.killpg(proc.pid, signal.SIGKILL)  # the harness's sandbox dies with it (--die-with-parent)
+                    proc.wait()
     finally:
         shutil.rmtree(sandbox_dir, ignore_errors=True)
     expected = [c for c in json.loads(spec_file.read_text())["cells"] if c["kind"] == "test"]
@@ -332,15 +390,21 @@ def grade(name: str, submissions: Path, out: Path, timeout: float = 60.0, total_
     spec_file.write_text(json.dumps(spec))
     total_timeout = total_timeout or max(120.0, 10 * timeout)
 
+    server = HarnessServer()
+
     def one(item: tuple[str, Path]) -> StudentResult:
-        result = grade_one(name, spec_file, *item, out / "work", timeouts.get(item[0], timeout), total_timeout, unsafe)
+        result = grade_one(name, spec_file, *item, out / "work", timeouts.get(item[0], timeout), total_timeout, unsafe,
+                           server)
         print(f"{result.student:30s} {result.status:10s} {result.score:g}/"
               f"{sum(t.max_points for t in result.tests):g}  ({result.seconds:.1f} s)", flush=True)
         return result
 
-    with ThreadPoolExecutor(max_workers=jobs or os.cpu_count() or 1) as pool:
-        order = sorted(found.items(), key=lambda item: item[0] not in timeouts)  # stable: the rest by name
-        by_student = {r.student: r for r in pool.map(one, order)}
+    try:
+        with ThreadPoolExecutor(max_workers=jobs or os.cpu_count() or 1) as pool:
+            order = sorted(found.items(), key=lambda item: item[0] not in timeouts)  # stable: the rest by name
+            by_student = {r.student: r for r in pool.map(one, order)}
+    finally:
+        server.close()
     results = [by_student[student] for student in found]
     write_tables(results, out)
     exported = lms.write(export, lms.grades_from_results(results), out) if export else []

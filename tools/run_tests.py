@@ -5,15 +5,16 @@ Steps, each timed:
      Debian's packages where missing)
   2. data: the local copies the offline tests need, checked against their SHA-256; when missing, fetched
      and built while the network is still allowed (online), else a stop with the way to provide them
-  3. the export check, the Chinese edition's translations check (tools/translations.py check), then
-     the unit tests (pytest -n 2: one worker per core; sockets blocked except
-     loopback)
-  4. every notebook under nbval, smoke profile, network off, side by side with the strict book build
-     of both editions (-W -n --keep-going; one thread each; the Chinese edition reads the notebooks'
-     outputs from the English one's execution cache), then the student edition
-  5. headless-browser check of the built pages, both editions (pytest -m browser), beside the English
-     PDF's printing (tools/pdf.py, from the strict build) and the student edition; then the PDF's
-     checks (pytest -m pdf; make pdf prints the Chinese one too, and the same checks read it)
+  3. the export check, then the unit tests (pytest -n 2: one worker per core; sockets blocked except
+     loopback) beside the Chinese edition's translations check (tools/translations.py check)
+  4. every notebook under nbval, smoke profile, network off, two kernels side by side (pytest -n 2
+     --dist loadfile): each notebook executes once, and nbval writes every notebook that passed whole
+     into the strict build's execution cache (tools/nbval_cache.py); a notebook with a failing cell
+     fails nbval and is executed again, and named, by the build
+  5. the strict builds (-W -n --keep-going) of both editions and of the student edition, side by side,
+     rendering the notebooks from that cache; then the English PDF printed from the strict build
+     (tools/pdf.py) beside the headless-browser check of the built pages (pytest -m browser); then the
+     PDF's checks (pytest -m pdf; make pdf prints the Chinese one too, and the same checks read it)
 Ends with the per-step table (with the virtual environment's setup when this command made it), the
 ten slowest tests, the benchmarks against their budgets ("OVER BUDGET" is loud but never fails: tests
 assert behaviour, times are reported) and "course: N passed, N failed"; all of it also goes to
@@ -45,6 +46,10 @@ ROOT = Path(__file__).resolve().parent.parent
 BUILD = ROOT / "_build"
 REPORTS = BUILD / "test-reports"
 PY = sys.executable
+INLINE_BACKEND = "module://matplotlib_inline.backend_inline"  # the book's (tools/build.py): figures as PNGs
+# Rough nbval seconds per notebook (smoke, one thread, this 2-core machine): the longest start first, so
+# that the two kernels end together. Only an order: a notebook missing here goes last.
+NOTEBOOK_SECONDS = {}
 
 
 def env_offline() -> dict:
@@ -279,52 +284,65 @@ def main(argv: list[str] | None = None) -> int:
         return report(steps, totals, unit_xml, None, bench_file, started)
 
     run("export check", [PY, "-m", "attn_tutorial.export", "--check"], env)
-    if not args.quick:  # the Chinese edition follows the English: every message translated, faithfully
-        run("translations check (Chinese edition)", [PY, "tools/translations.py", "check"], env)
+    # the Chinese edition follows the English (every message translated, faithfully): a single-threaded
+    # check, beside the unit tests
+    translations = None if args.quick else start_in_background(
+        "translations check (Chinese edition)", [PY, "tools/translations.py", "check"], env)
     marker = "not browser and not pdf and not slow" if args.quick else "not browser and not pdf"
     run("unit tests" + (" (fast ones)" if args.quick else ""), pytest_unit[:4] + ["-m", marker] + pytest_unit[4:],
         env, unit_xml)
+    if translations is not None:
+        finish(translations)
 
     ipynb_dir = BUILD / "ipynb"
     shutil.rmtree(ipynb_dir, ignore_errors=True)
     run("notebooks to .ipynb", [PY, "tools/build.py", "ipynb", "--out", str(ipynb_dir)], env)
     nb_xml = REPORTS / "nbval.xml"
+    # one thread per kernel; figures drawn as the book draws them (inline PNGs, not Agg's nothing)
+    nb_env = dict(env, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", MPLBACKEND=INLINE_BACKEND,
+                  PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT / "tools"), env.get("PYTHONPATH")])))
     nbval_cmd = [PY, "-m", "pytest", "--nbval-lax", "--nbval-current-env", "--nbval-cell-timeout=600", "-q",
                  "-p", "no:cacheprovider", "--rootdir", str(ipynb_dir), f"--junitxml={nb_xml}", "-o", "junit_family=xunit1"]
     if args.quick:
         notebooks = [ipynb_dir / (p.stem + ".ipynb") for p in changed_notebooks()] or sorted(ipynb_dir.glob("00_*.ipynb"))
         run("nbval (smoke): " + ", ".join(p.stem for p in notebooks), nbval_cmd[:3] + [str(p) for p in notebooks]
-            + nbval_cmd[3:], env, nb_xml)
+            + nbval_cmd[3:], nb_env, nb_xml)
         return report(steps, totals, unit_xml, nb_xml, bench_file, started)
 
-    # nbval and the strict book build execute the same notebooks independently: side by side, one
-    # thread each, they share the two cores (each alone leaves one mostly idle); a model both train
-    # is trained by one of them while the other waits for its checkpoint (attn_tutorial.runs.exclusive)
-    one_thread = dict(env, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
-    nbval = start_in_background("nbval (smoke)", nbval_cmd[:3] + [str(ipynb_dir)] + nbval_cmd[3:], one_thread)
+    # Each notebook executes once: nbval runs it (two kernels side by side, one per core, each notebook's
+    # cells on one worker) and writes every notebook that passed whole, with its outputs, into the strict
+    # build's execution cache (tools/nbval_cache.py), so that the builds below render it without executing
+    # it again. A notebook with a failing cell is not cached: nbval fails, and the build executes it again
+    # and names it in its execution report. A model two notebooks train is trained by one kernel while the
+    # other waits for its checkpoint (attn_tutorial.runs.exclusive).
+    shared_cache = BUILD / ".jupyter_cache" / "smoke"  # tools/build.py's cache for the smoke profile
+    notebook_files = sorted(ipynb_dir.glob("*.ipynb"), key=lambda p: -NOTEBOOK_SECONDS.get(p.stem, 0))
+    run("nbval (smoke), 2 kernels; fills the build's execution cache",
+        nbval_cmd[:3] + [str(p) for p in notebook_files] + nbval_cmd[3:]
+        + ["-n", os.environ.get("ATTN_TEST_WORKERS", "2"), "--dist", "loadfile", "-p", "nbval_cache",
+           "--nbval-cache", str(shared_cache), "--nbval-sources", str(ROOT / "notebooks")], nb_env, nb_xml)
+
+    # the strict builds of both editions and of the student edition, side by side (each renders from the
+    # cache nbval filled); then the PDF edition, printed from the strict build's environment (nothing read
+    # again), beside the browser check; then the browser test of the student edition and the PDF's checks
+    one_thread = dict(env, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", MPLBACKEND=INLINE_BACKEND)
     site, student = BUILD / "test" / "html", BUILD / "test-student" / "html"
+    student_build = start_in_background("student book build, strict (smoke)", [
+        PY, "tools/build.py", "book", "--profile", "smoke", "--strict", "--no-figures", "--student",
+        "--out", str(student)], one_thread)
     run("book build, strict (smoke)", [PY, "tools/build.py", "book", "--profile", "smoke", "--strict",
                                        "--no-figures", "--out", str(site)], one_thread)
-    finish(nbval, nb_xml)
-    # the PDF edition, printed from the strict build's environment (nothing read again), and the student
-    # edition (its notebooks come from the execution cache), beside the browser check of the full
-    # edition; then the browser test that compares the two editions, and the PDF's checks
     pdf_dir = BUILD / "test-pdf"
     # (the English PDF only: the Chinese one is printed by the same code from the same kind of page, and
     # would add two to three minutes; make pdf prints both, and the same tests read whichever exist)
     pdf_build = start_in_background("pdf edition (smoke, English)", [
         PY, "tools/pdf.py", "--profile", "smoke", "--language", "en", "--out", str(pdf_dir), "--no-publish",
         "--from-build", str(site)], one_thread)
-    student_build = start_in_background("student book build, strict (smoke)", [
-        PY, "tools/build.py", "book", "--profile", "smoke", "--strict", "--no-figures", "--student",
-        "--out", str(student)], one_thread)
     browser_xml, student_xml, pdf_xml = REPORTS / "browser.xml", REPORTS / "browser-student.xml", REPORTS / "pdf.xml"
     env_browser = dict(env, ATTN_SITE=str(site), ATTN_STUDENT_SITE=str(student), ATTN_PDF_DIR=str(pdf_dir))
     browser = [PY, "-m", "pytest", "tests", "-m", "browser", "-q", "-p", "no:cacheprovider", *socket_guard]
-    run("browser check", browser + ["-k", "not student_edition", f"--junitxml={browser_xml}"], env_browser, browser_xml)
     finish(student_build)
-    run("browser check, student edition", browser + ["-k", "student_edition", f"--junitxml={student_xml}"],
-        env_browser, student_xml)
+    run("browser check", browser + [f"--junitxml={browser_xml}"], env_browser, browser_xml)
     finish(pdf_build)
     run("pdf check", [PY, "-m", "pytest", "tests", "-m", "pdf", "-q", "-p", "no:cacheprovider", *socket_guard,
                       f"--junitxml={pdf_xml}"], env_browser, pdf_xml)
@@ -349,8 +367,9 @@ def report(steps: list, totals: list, unit_xml: Path, nb_xml: Path | None, bench
     for name, seconds, ok in steps:
         print(f"  {'ok  ' if ok else 'FAIL'} {name:44s} {seconds:7.1f} s")
     side_by_side = any(name.startswith("book build") for name, _, _ in steps)
-    print(f"  wall time of this command {wall:.0f} s" + (" (nbval and the strict book, then the browser check and the "
-                                                           "student book, run side by side)" if side_by_side else ""))
+    print(f"  wall time of this command {wall:.0f} s" + (" (the translations check beside the unit tests, the strict "
+                                                           "and student books side by side, the PDF beside the browser "
+                                                           "check)" if side_by_side else ""))
     passed, failed, skipped = totals
     print(f"\ncourse: {passed} passed, {failed} failed" + (f", {skipped} skipped" if skipped else ""))
     timings = {"steps": [{"step": n, "seconds": round(s, 1), "ok": ok} for n, s, ok in steps],

@@ -28,6 +28,7 @@ from __future__ import annotations
 import argparse
 import ast
 import json
+import os
 import re
 import shutil
 import sys
@@ -419,5 +420,59 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+def serve(requests=None, replies=None) -> int:
+    """A fork server for the grader (``python harness.py --serve``): torch and this module are imported
+    once, then each request line ``{"argv": [...], "log": path}`` is answered with ``{"pid": N}`` of a
+    fresh fork that grades that submission (:func:`run_forked`); it ends when its input ends.
+
+    One process, no threads (a fork copies only the forking thread: no lock can be left held), and
+    its children reaped by the kernel (SIGCHLD ignored), so the grader watches each child by its pid.
+    A forked harness is the grader's own code; the student's code runs in the sandbox each one starts,
+    exactly as in a harness started afresh."""
+    import signal  # noqa: PLC0415
+
+    import torch  # noqa: F401, PLC0415  (the import every forked harness would otherwise repeat)
+
+    requests, replies = requests or sys.stdin, replies or sys.stdout
+    signal.signal(signal.SIGCHLD, signal.SIG_IGN)
+    for line in requests:
+        request = json.loads(line)
+        replies.flush()
+        pid = os.fork()
+        if pid == 0:
+            signal.signal(signal.SIGCHLD, signal.SIG_DFL)  # the harness waits for its sandbox
+            run_forked(request["argv"], request["log"])  # never returns
+        replies.write(json.dumps({"pid": pid}) + "\n")
+        replies.flush()
+    return 0
+
+
+def run_forked(argv: list[str], log: str) -> None:
+    """:func:`main` in a process forked by :func:`serve`: a session of its own (the grader kills the
+    whole group at its time limit; the sandbox dies with the harness), its output to ``log``."""
+    code = 1
+    try:
+        os.setsid()
+        fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        os.dup2(fd, 1)
+        os.dup2(fd, 2)
+        os.close(fd)
+        sys.stdin = open(os.devnull)  # noqa: SIM115  (the server's requests are not this harness's)
+        os.environ["OMP_NUM_THREADS"] = os.environ["MKL_NUM_THREADS"] = "1"  # several submissions at once
+        import torch  # noqa: PLC0415  (imported by the server: no cost)
+
+        torch.set_num_threads(1)
+        code = main(argv)
+    except BaseException:  # noqa: BLE001  (the log says why; the grader sees no result file)
+        traceback.print_exc()
+    finally:
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except Exception:  # noqa: BLE001, S110
+                pass
+        os._exit(code)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(serve() if sys.argv[1:] == ["--serve"] else main())
