@@ -55,16 +55,23 @@ def copy_mathjax() -> None:
 
     import mathjax
 
+    from filelock import FileLock
+
     version = importlib.metadata.version("django-static-mathjax")
     stamp = MATHJAX_DEST / ".copied-from"
-    if stamp.is_file() and stamp.read_text() == version:
-        return
-    source = Path(mathjax.__file__).parent / "static" / "mathjax" / "es5"
-    if not (source / "tex-chtml.js").is_file():
-        raise SystemExit(f"tex-chtml.js not found in {source}: reinstall django-static-mathjax")
-    shutil.rmtree(MATHJAX_DEST, ignore_errors=True)
-    shutil.copytree(source, MATHJAX_DEST, ignore=shutil.ignore_patterns("*.map"))
-    stamp.write_text(version)
+    BUILD.mkdir(exist_ok=True)
+    with FileLock(str(BUILD / ".mathjax.lock")):  # builds side by side (the test command's) copy it once
+        if stamp.is_file() and stamp.read_text() == version:
+            return
+        source = Path(mathjax.__file__).parent / "static" / "mathjax" / "es5"
+        if not (source / "tex-chtml.js").is_file():
+            raise SystemExit(f"tex-chtml.js not found in {source}: reinstall django-static-mathjax")
+        partial = BUILD / f".mathjax.{os.getpid()}"  # a whole copy, then one rename
+        shutil.rmtree(partial, ignore_errors=True)
+        shutil.copytree(source, partial, ignore=shutil.ignore_patterns("*.map"))
+        (partial / ".copied-from").write_text(version)
+        shutil.rmtree(MATHJAX_DEST, ignore_errors=True)
+        os.replace(partial, MATHJAX_DEST)
 
 
 CONF_SUFFIX = """

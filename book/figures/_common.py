@@ -146,9 +146,20 @@ def chinese_font() -> str:
     """A font with Chinese characters (the SVGs embed the glyphs as paths, so readers need none)."""
     from matplotlib import font_manager
 
-    for font in font_manager.fontManager.ttflist:
-        if any(name in font.name for name in ("WenQuanYi", "Noto Sans CJK", "Noto Serif CJK", "Source Han")):
-            return font.name
+    def find() -> str | None:
+        return next((font.name for font in font_manager.fontManager.ttflist
+                     if any(name in font.name for name in ("WenQuanYi", "Noto Sans CJK", "Noto Serif CJK", "Source Han"))),
+                    None)
+
+    if (name := find()) is not None:
+        return name
+    # a font installed after matplotlib cached its list of fonts (the test command installs one where
+    # none is found): add the system's Chinese fonts to the list in use
+    for path in font_manager.findSystemFonts():
+        if any(key in Path(path).name.lower() for key in ("wqy", "notosanscjk", "notoserifcjk", "sourcehan")):
+            font_manager.fontManager.addfont(path)
+    if (name := find()) is not None:
+        return name
     raise RuntimeError("the Chinese figures need a font with Chinese characters: install one (Debian: "
                        "apt-get install fonts-wqy-microhei) and delete matplotlib's font cache "
                        "(~/.cache/matplotlib) so that it is found")
