@@ -111,6 +111,27 @@ def test_the_build_renders_the_cached_notebook_and_fails_on_the_other(shared):
     assert "forty-two: 42" in page and "<img" in page
 
 
+def test_the_download_of_a_cached_notebook_keeps_its_outputs(shared):
+    """myst-nb writes the notebook it read, without the cached outputs, where the download is copied
+    from; course_ext puts them back (the course's download offers the outputs to read offline)."""
+    from types import SimpleNamespace
+
+    import nbformat
+    from nbval_cache import read_as_myst_nb
+
+    sys.path.insert(0, str(ROOT / "book" / "_ext"))
+    from course_ext import with_cached_outputs
+
+    root, cache, *_ = shared
+    app = SimpleNamespace(env=SimpleNamespace(mystnb_config=SimpleNamespace(execution_cache_path=str(cache))))
+    read = read_as_myst_nb(root / "notebooks" / "passing.md")
+    assert not any(cell.get("outputs") for cell in read.cells)
+    download = with_cached_outputs(app, nbformat.from_dict(read))
+    assert any(o.get("text") == "forty-two: 42\n" for cell in download.cells for o in cell.get("outputs", []))
+    failing = read_as_myst_nb(root / "notebooks" / "failing.md")  # not in the cache: as it was
+    assert with_cached_outputs(app, failing) is failing
+
+
 def test_the_plugin_refuses_half_its_options(tmp_path):
     env = dict(os.environ, PYTHONPATH=str(ROOT / "tools"))
     for key in [k for k in env if k.startswith("PYTEST_")]:  # not a worker of this run's xdist

@@ -300,7 +300,7 @@ def ensure_data(names: list[str] | None = None) -> list[str]:
 
 
 def build_book(profile: str, out: Path, student: bool, strict: bool, jobs: str = "1", root: Path = ROOT,
-               draw_figures: bool = True, languages: tuple[str, ...] = ("en", "zh_CN")) -> int:
+               draw_figures: bool = True, languages: tuple[str, ...] = ("en", "zh_CN"), switch: bool = False) -> int:
     """Build the book at ``root`` into ``out`` (English) and ``out/zh`` (Chinese); non-zero when
     Sphinx failed or a notebook did not execute.
 
@@ -320,7 +320,7 @@ def build_book(profile: str, out: Path, student: bool, strict: bool, jobs: str =
     write_conf(root)
     env = book_env(profile, root)
     print_estimate(profile, env, root)
-    both = set(languages) == set(EDITIONS)
+    both = switch or set(languages) == set(EDITIONS)  # the language switch: both editions in one site
     code = 0
     for language in languages:
         target = out if language == "en" else out / EDITIONS[language]
@@ -382,6 +382,9 @@ def main(argv: list[str] | None = None) -> int:
     book.add_argument("--out", type=Path, default=None, help="output folder (default _build/html)")
     book.add_argument("-j", "--jobs", default="1")
     book.add_argument("--no-figures", action="store_true", help="use the committed SVGs without redrawing them")
+    book.add_argument("--switch", action="store_true",
+                      help="with --language en or zh_CN: the pages link to the other edition all the same (it is "
+                           "built by another call into the same OUT, e.g. side by side with this one)")
     book.add_argument("--language", choices=["all", *EDITIONS], default="all",
                       help="the English edition (en), the Chinese one (zh_CN, into OUT/zh) or both (default)")
     book.add_argument("--root", type=Path, default=ROOT, help="the book to build (default: this course; the tests build tiny ones)")
@@ -397,7 +400,7 @@ def main(argv: list[str] | None = None) -> int:
     out = (args.out or (root / "_build" / ("student/html" if args.student else "html"))).resolve()
     languages = tuple(EDITIONS) if args.language == "all" else (args.language,)
     return build_book(profile, out, args.student, args.strict, args.jobs, root, draw_figures=not args.no_figures,
-                      languages=languages)
+                      languages=languages, switch=args.switch)
 
 
 if __name__ == "__main__":

@@ -11,10 +11,11 @@ Steps, each timed:
      --dist loadfile): each notebook executes once, and nbval writes every notebook that passed whole
      into the strict build's execution cache (tools/nbval_cache.py); a notebook with a failing cell
      fails nbval and is executed again, and named, by the build
-  5. the strict builds (-W -n --keep-going) of both editions and of the student edition, side by side,
-     rendering the notebooks from that cache; then the English PDF printed from the strict build
-     (tools/pdf.py) beside the headless-browser check of the built pages (pytest -m browser); then the
-     PDF's checks (pytest -m pdf; make pdf prints the Chinese one too, and the same checks read it)
+  5. the strict builds (-W -n --keep-going), rendering the notebooks from that cache: the English edition
+     beside the student edition, then the Chinese one beside the English PDF's printing (tools/pdf.py, from
+     the English build), then the headless-browser check of the built pages (pytest -m browser) while the
+     PDF prints; then the PDF's checks (pytest -m pdf; make pdf prints the Chinese one too, and the same
+     checks read it)
 Ends with the per-step table (with the virtual environment's setup when this command made it), the
 ten slowest tests, the benchmarks against their budgets ("OVER BUDGET" is loud but never fails: tests
 assert behaviour, times are reported) and "course: N passed, N failed"; all of it also goes to
@@ -325,23 +326,24 @@ def main(argv: list[str] | None = None) -> int:
         + ["-n", os.environ.get("ATTN_TEST_WORKERS", "2"), "--dist", "loadfile", "-p", "nbval_cache",
            "--nbval-cache", str(shared_cache), "--nbval-sources", str(ROOT / "notebooks")], nb_env, nb_xml)
 
-    # the strict builds of both editions and of the student edition, side by side (each renders from the
-    # cache nbval filled); then the PDF edition, printed from the strict build's environment (nothing read
-    # again), beside the browser check; then the browser test of the student edition and the PDF's checks
+    # the strict builds (each renders from the cache nbval filled): the English edition beside the student
+    # edition; then the English PDF, printed from the English build's environment (nothing read again),
+    # beside the Chinese edition and then the browser check of all three; then the PDF's checks
     one_thread = dict(env, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", MPLBACKEND=INLINE_BACKEND)
     site, student = BUILD / "test" / "html", BUILD / "test-student" / "html"
-    student_build = start_in_background("student book build, strict (smoke)", [
-        PY, "tools/build.py", "book", "--profile", "smoke", "--strict", "--no-figures", "--student",
-        "--out", str(student)], one_thread)
-    run("book build, strict (smoke)", [PY, "tools/build.py", "book", "--profile", "smoke", "--strict",
-                                       "--no-figures", "--out", str(site)], one_thread)
+    strict = [PY, "tools/build.py", "book", "--profile", "smoke", "--strict", "--no-figures"]
+    student_build = start_in_background("student book build, strict (smoke)", strict + ["--student", "--out", str(student)],
+                                        one_thread)
+    run("book build, strict (smoke, English)", strict + ["--language", "en", "--switch", "--out", str(site)], one_thread)
     pdf_dir = BUILD / "test-pdf"
     # (the English PDF only: the Chinese one is printed by the same code from the same kind of page, and
-    # would add two to three minutes; make pdf prints both, and the same tests read whichever exist)
+    # would add minutes; make pdf prints both, and the same tests read whichever exist)
     pdf_build = start_in_background("pdf edition (smoke, English)", [
         PY, "tools/pdf.py", "--profile", "smoke", "--language", "en", "--out", str(pdf_dir), "--no-publish",
         "--from-build", str(site)], one_thread)
-    browser_xml, student_xml, pdf_xml = REPORTS / "browser.xml", REPORTS / "browser-student.xml", REPORTS / "pdf.xml"
+    run("book build, strict (smoke, Chinese)", strict + ["--language", "zh_CN", "--switch", "--out", str(site)],
+        one_thread)
+    browser_xml, pdf_xml = REPORTS / "browser.xml", REPORTS / "pdf.xml"
     env_browser = dict(env, ATTN_SITE=str(site), ATTN_STUDENT_SITE=str(student), ATTN_PDF_DIR=str(pdf_dir))
     browser = [PY, "-m", "pytest", "tests", "-m", "browser", "-q", "-p", "no:cacheprovider", *socket_guard]
     finish(student_build)
@@ -370,9 +372,9 @@ def report(steps: list, totals: list, unit_xml: Path, nb_xml: Path | None, bench
     for name, seconds, ok in steps:
         print(f"  {'ok  ' if ok else 'FAIL'} {name:44s} {seconds:7.1f} s")
     side_by_side = any(name.startswith("book build") for name, _, _ in steps)
-    print(f"  wall time of this command {wall:.0f} s" + (" (the translations check beside the unit tests, the strict "
-                                                           "and student books side by side, the PDF beside the browser "
-                                                           "check)" if side_by_side else ""))
+    print(f"  wall time of this command {wall:.0f} s" + (" (the translations check beside the unit tests, the "
+                                                           "builds side by side, the PDF beside the Chinese build and "
+                                                           "the browser check)" if side_by_side else ""))
     passed, failed, skipped = totals
     print(f"\ncourse: {passed} passed, {failed} failed" + (f", {skipped} skipped" if skipped else ""))
     timings = {"steps": [{"step": n, "seconds": round(s, 1), "ok": ok} for n, s, ok in steps],

@@ -208,19 +208,42 @@ def set_report_path(app: Sphinx) -> None:
     os.environ[REPORT_ENV] = str(Path(app.outdir) / EXECUTION_REPORT)
 
 
+def with_cached_outputs(app: Sphinx, notebook: nbformat.NotebookNode) -> nbformat.NotebookNode:
+    """``notebook`` with its outputs from the execution cache when it has none.
+
+    myst-nb renders a notebook it finds in the execution cache from a merged copy, but writes the
+    notebook it read, without outputs, to the folder the download is copied from: a rebuild, the
+    Chinese edition and the test command's builds (which render what nbval executed) would offer a
+    download without outputs."""
+    if any(c.get("outputs") for c in notebook.cells if c.cell_type == "code"):
+        return notebook
+    cache_path = getattr(getattr(app.env, "mystnb_config", None), "execution_cache_path", None)
+    if not cache_path or not Path(cache_path).is_dir():
+        return notebook
+    from jupyter_cache import get_cache
+
+    try:
+        _, merged = get_cache(str(cache_path)).merge_match_into_notebook(notebook)
+    except KeyError:  # not in the cache (a notebook that failed): as it was
+        return notebook
+    return merged
+
+
 def notebook_links(app: Sphinx, pagename: str, templatename: str, context: dict, doctree) -> None:
     ipynb = context.get("ipynb_source")
     if not ipynb:
         return
     repo_url = app.config.html_theme_options.get("repository_url", "").rstrip("/")
     path = Path(app.outdir) / "_sources" / ipynb
+    notebook = nbformat.read(path, as_version=4) if path.is_file() else None
+    if notebook is not None and not any(SETUP_TAG in c.get("metadata", {}).get("tags", []) for c in notebook.cells):
+        # the download keeps the outputs (to read offline); Colab's copy has none
+        notebook = with_cached_outputs(app, notebook)
+        if repo_url:
+            notebook.cells.insert(0, setup_cell(course_requirement(app, repo_url), Path(ipynb).stem))
+        nbformat.write(notebook, path)
     if path.is_file() and repo_url:
-        notebook = nbformat.read(path, as_version=4)
         course = course_requirement(app, repo_url)
-        if not any(SETUP_TAG in c.get("metadata", {}).get("tags", []) for c in notebook.cells):
-            # the download keeps the outputs (to read offline); Colab's copy has none
-            notebook.cells.insert(0, setup_cell(course, Path(ipynb).stem))
-            nbformat.write(notebook, path)
         colab_copy = Path(app.outdir) / COLAB_DIR / ipynb
         colab_copy.parent.mkdir(parents=True, exist_ok=True)
         nbformat.write(for_colab(nbformat.read(path, as_version=4), course, Path(ipynb).stem), colab_copy)
