@@ -189,12 +189,37 @@ def test_heartbeat_writes_progress_and_flags_a_slow_machine(tmp_path, monkeypatc
     log = tmp_path / "progress.log"
     monkeypatch.setenv("ATTN_PROGRESS_FILE", str(log))
     monkeypatch.setenv("ATTN_HEARTBEAT_S", "0")
+    monkeypatch.setenv("ATTN_THREADS", str(torch.get_num_threads()))  # a count set by hand: kept
     with runs.current_run(experiment="ch99_demo", profile="cpu", seed=1, expected_epoch_s=1e-6):
         train(Linear(), None, epochs=1)
     lines = log.read_text().splitlines()
     assert len(lines) == 6  # one per step with a zero interval
+    assert not any("CPU threads" in line for line in lines)
     assert lines[-1].startswith("[ch99_demo · cpu · seed 1] epoch 1/1, step 6/6")
     assert "left in it" in lines[0] and "slower: the machine is busy" in lines[0]
+
+
+def test_a_slow_heartbeat_lowers_the_cpu_threads_to_the_free_cores(tmp_path, monkeypatch):
+    from attn_tutorial import profiles
+
+    log = tmp_path / "progress.log"
+    monkeypatch.setenv("ATTN_PROGRESS_FILE", str(log))
+    monkeypatch.setenv("ATTN_HEARTBEAT_S", "0")
+    for name in profiles.THREADS_ENV:
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setattr(profiles, "cores_available", lambda: 2)
+    monkeypatch.setattr(profiles, "busy_cores", lambda sample_s=0.3: 1.0)  # another program holds a core
+    threads = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        with runs.current_run(experiment="ch99_demo", profile="cpu", seed=1, expected_epoch_s=1e-6):
+            train(Linear(), None, epochs=1)
+        assert torch.get_num_threads() == 1
+    finally:
+        torch.set_num_threads(threads)
+    lines = log.read_text().splitlines()
+    assert "slower: the machine is busy or slower); CPU threads 2 -> 1, one per free core;" in lines[0]
+    assert not any("CPU threads" in line for line in lines[1:])  # once: already one thread
 
 
 def test_no_heartbeat_without_a_progress_file(tmp_path, monkeypatch):
