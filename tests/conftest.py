@@ -38,7 +38,9 @@ def report_benchmark(name: str, seconds: float, budget_s: float | None, **detail
 # 50 s, made once and shared by the workers), the figure check (15 s), the release, then the dry-run sweep.
 SLOW_FIRST = ("test_classroom.py::test_assignment_grades_as_intended[a1", "test_build.py::",
               "test_classroom.py::test_assignment_grades_as_intended", "test_layout.py::test_figures_match",
-              "test_classroom.py::test_release", "test_dryrun.py::test_full_dry_run")
+              "test_classroom.py::test_release", "test_dryrun.py::test_full_dry_run",
+              # each starts kernels or training processes (25 s, 15 s): out of the quick loop too
+              "test_shared_execution.py::", "test_threads.py::")
 
 
 def pytest_collection_modifyitems(config, items):
