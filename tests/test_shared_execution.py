@@ -140,3 +140,18 @@ def test_the_plugin_refuses_half_its_options(tmp_path):
                           "-p", "no:cacheprovider", str(tmp_path)], env=env, capture_output=True, text=True, timeout=120)
     assert out.returncode != 0
     assert "--nbval-cache and --nbval-sources go together" in out.stderr + out.stdout
+
+
+def test_the_slow_lists_name_existing_tests():
+    """conftest's SLOW_FIRST and QUICK_LEAVES_OUT name tests by node-id prefix: a renamed test would
+    silently come back into the quick loop (or lose its early start)."""
+    import re
+
+    from conftest import QUICK_LEAVES_OUT, SLOW_FIRST
+
+    tests = Path(__file__).parent
+    for prefix in (*SLOW_FIRST, *QUICK_LEAVES_OUT):
+        file, _, name = prefix.partition("::")
+        source = (tests / file).read_text()
+        name = re.sub(r"\[.*", "", name)
+        assert not name or re.search(rf"^def {re.escape(name)}\w*\(", source, re.M), prefix

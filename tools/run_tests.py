@@ -22,8 +22,8 @@ assert behaviour, times are reported) and "course: N passed, N failed"; all of i
 _build/test-reports/timings.json.
 
     python tools/run_tests.py            # the gate (make test)
-    python tools/run_tests.py --quick    # the inner loop (make quick): export check, the fast unit tests,
-                                         # the notebooks changed since HEAD (else notebook 0)
+    python tools/run_tests.py --quick    # the inner loop (make quick): export check, the fast unit tests
+                                         # and beside them the notebooks changed since HEAD (else notebook 0)
     python tools/run_tests.py --bench    # only the benchmark tests, and their table (make bench)
 """
 
@@ -292,12 +292,6 @@ def main(argv: list[str] | None = None) -> int:
     # check, beside the unit tests
     translations = None if args.quick else start_in_background(
         "translations check (Chinese edition)", [PY, "tools/translations.py", "check"], env)
-    marker = "not browser and not pdf and not slow" if args.quick else "not browser and not pdf"
-    run("unit tests" + (" (fast ones)" if args.quick else ""), pytest_unit[:4] + ["-m", marker] + pytest_unit[4:],
-        env, unit_xml)
-    if translations is not None:
-        finish(translations)
-
     ipynb_dir = BUILD / "ipynb"
     shutil.rmtree(ipynb_dir, ignore_errors=True)
     run("notebooks to .ipynb", [PY, "tools/build.py", "ipynb", "--out", str(ipynb_dir)], env)
@@ -307,10 +301,20 @@ def main(argv: list[str] | None = None) -> int:
                   PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT / "tools"), env.get("PYTHONPATH")])))
     nbval_cmd = [PY, "-m", "pytest", "--nbval-lax", "--nbval-current-env", "--nbval-cell-timeout=600", "-q",
                  "-p", "no:cacheprovider", "--rootdir", str(ipynb_dir), f"--junitxml={nb_xml}", "-o", "junit_family=xunit1"]
+    quick_nbval = None
     if args.quick:
+        # the changed notebooks' kernel beside the fast unit tests (much of their time is start-up, not CPU)
         notebooks = [ipynb_dir / (p.stem + ".ipynb") for p in changed_notebooks()] or sorted(ipynb_dir.glob("00_*.ipynb"))
-        run("nbval (smoke): " + ", ".join(p.stem for p in notebooks), nbval_cmd[:3] + [str(p) for p in notebooks]
-            + nbval_cmd[3:], nb_env, nb_xml)
+        quick_nbval = start_in_background("nbval (smoke): " + ", ".join(p.stem for p in notebooks),
+                                          nbval_cmd[:3] + [str(p) for p in notebooks] + nbval_cmd[3:], nb_env)
+
+    marker = "not browser and not pdf and not slow" if args.quick else "not browser and not pdf"
+    run("unit tests" + (" (fast ones)" if args.quick else ""), pytest_unit[:4] + ["-m", marker] + pytest_unit[4:],
+        env, unit_xml)
+    if translations is not None:
+        finish(translations)
+    if quick_nbval is not None:
+        finish(quick_nbval, nb_xml)
         return report(steps, totals, unit_xml, nb_xml, bench_file, started)
 
     # Each notebook executes once: nbval runs it (two kernels side by side, one per core, each notebook's
