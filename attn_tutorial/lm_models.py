@@ -273,7 +273,8 @@ VARIANTS = {
     "gqa": {"kv_fraction": 4},  # a quarter of the key-value heads
     "mqa": {"num_kv_heads": 1},
     "diff": {"attention": "diff"},  # half as many heads, each twice as wide: equal parameters
-    "moh": {"attention": "moh"},  # twice the heads, half of them active per token: equal active compute
+    "moh": {"attention": "moh"},  # twice the heads, half active per token: the base's query-key and value-mixing
+    # arithmetic, but keys and values are projected (and cached) for all heads, and the router added
     "wide": {"wide": True},  # the routed model's heads, all active: its parameters without the routing
 }
 RECIPE = {"warmup": 100, "weight_decay": 0.1, "aux_weight": 0.01, "needle_fraction": 0.5, "n_needles": 3}
@@ -288,7 +289,7 @@ def build_lm(variant: str, vocab_size: int, sizes: dict) -> DecoderLM:
     heads = sizes["heads"]
     if options.pop("kv_fraction", None):
         options["num_kv_heads"] = heads // 4
-    if options.get("attention") == "moh":  # 2H heads of the base's width, H active: the same active compute
+    if options.get("attention") == "moh":  # 2H heads of the base's width, H active (keys and values: all 2H)
         heads, options["active"], options["head_dim"] = 2 * heads, heads, sizes["d_model"] // heads
     if options.pop("wide", False):  # 2H dense heads of the base's width
         heads, options["head_dim"] = 2 * heads, sizes["d_model"] // heads

@@ -156,7 +156,7 @@ class RNNTranslator(nn.Module):
             context, weights = state["summary"], None
         else:  # d_{t-1} asks which source words matter for the next character
             context, weights = self.attention(hidden, state["keys"], state["mask"], state["prepared"])
-        hidden = self.cell(torch.cat([embedded, context], -1), hidden)  # s_t: (B, H)
+        hidden = self.cell(torch.cat([embedded, context], -1), hidden)  # d_t: (B, H)
         readout = torch.tanh(self.readout(torch.cat([hidden, context, embedded], -1)))  # (B, H)
         return self.dropout(readout), {**state, "hidden": hidden, "attention": weights}
 

@@ -161,7 +161,7 @@ SIZES = {
              "layers": 3, "batch": 128},
 }
 MODELS = ("none_init", "none", "bahdanau", "transformer")
-# The recipes (Adam with betas (0.9, 0.98) for all three, a cosine decay to a tenth): the RNNs start at
+# The recipes (Adam with betas (0.9, 0.98) for all four, a cosine decay to a tenth): the RNNs start at
 # 2e-3 (1e-3 learnt about half as fast); the Transformer warms up and smooths its labels.
 RECIPES = {"none_init": {"lr": 2e-3, "warmup": 0, "label_smoothing": 0.0},
            "none": {"lr": 2e-3, "warmup": 0, "label_smoothing": 0.0},

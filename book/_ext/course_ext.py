@@ -39,7 +39,8 @@ from sphinx.transforms import SphinxTransform
 from sphinx.util import logging
 
 STATUS_DOC = "book/status"
-from colab_setup import SETUP_TAG, for_colab, setup_cell  # noqa: E402  (book/_ext is on sys.path, as this module)
+import records_role  # noqa: E402  (book/_ext is on sys.path, as this module)
+from colab_setup import SETUP_TAG, for_colab, setup_cell  # noqa: E402
 
 COLAB_DIR = "_colab"  # in the site: the notebooks as Colab opens them (no outputs, GPU asked for)
 EXECUTION_REPORT = "execution.json"  # in the output folder; read by tools/build.py and book/status.md
@@ -393,6 +394,7 @@ def merge_exercise_titles(app: Sphinx, env, docnames, other) -> None:
 
 
 def setup(app: Sphinx) -> dict:
+    records_role.setup(app)  # {rec}`experiment metric`: numbers read from book/results at build time
     app.connect("builder-inited", translatable_exercise_titles)
     app.add_transform(CodeOutputIsNotTranslated)
     app.add_transform(TranslateTocCaptions)

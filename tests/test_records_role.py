@@ -1,0 +1,129 @@
+"""Numbers on the pages that come from records: the ``{rec}`` role (book/_ext/records_role.py) reads
+them from ``book/results/`` at build time, and the claims a role cannot express (counts of seeds,
+"on every seed") are checked against the records here."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import statistics
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import ROOT
+
+sys.path.insert(0, str(ROOT / "book" / "_ext"))
+import records_role  # noqa: E402
+
+ROLE = re.compile(r"\{rec\}`([^`]+)`")
+PAGES = sorted([*ROOT.glob("chapters/*.md"), *ROOT.glob("notebooks/*.md"), *ROOT.glob("book/*.md")])
+CATALOGUES = sorted((ROOT / "locales").rglob("*.po"))
+
+
+def runs(name: str) -> list[dict]:
+    record = json.loads((ROOT / "book" / "results" / name / "cpu.json").read_text())
+    return sorted(record["runs"], key=lambda run: run["seed"])
+
+
+def metric(name: str, key: str) -> list[float]:
+    return [run["metrics"][key] for run in runs(name)]
+
+
+def test_the_role_prints_the_books_rounding_of_the_record():
+    summary = json.loads((ROOT / "book/results/ch11_none/cpu.json").read_text())["summary"]["bleu"]
+    assert records_role.render("ch11_none bleu") == "20.42 ± 0.86"  # the record: 20.4233, std 0.8619
+    assert summary["mean"] == pytest.approx(20.42, abs=0.005)
+    assert records_role.render("ch11_none bleu mean") == "20.42"
+    assert records_role.render("ch12_rope needle_mean %") == "5.00 ± 0.35 %"
+    assert records_role.render("ch11_bahdanau parameters") == "1,951,780"
+    times = [run["time_per_epoch_s"] for run in runs("ch11_bahdanau")]
+    assert records_role.render("ch11_bahdanau s_per_epoch") == f"{statistics.median(times):.0f}"
+    bleu = {name: statistics.fmean(metric(name, "bleu")) for name in ("ch11_bahdanau", "ch11_none")}
+    assert records_role.render("ch11_bahdanau bleu - ch11_none bleu") == f"{bleu['ch11_bahdanau'] - bleu['ch11_none']:.1f}"
+    assert records_role.render("ch11_bahdanau bleu / ch11_none bleu") == \
+        f"{100 * (bleu['ch11_bahdanau'] / bleu['ch11_none'] - 1):.0f} %"
+    assert records_role.render("ch12_mqa ppl_1x / ch12_rope ppl_1x") == "1.2 %"  # below 10 %: one decimal
+    assert records_role.render("ch12_trigram ppl_1x") == "14.40"  # one run: the value, two decimals
+
+
+def test_a_changed_record_changes_the_page(tmp_path, monkeypatch):
+    shutil.copytree(ROOT / "book/results/ch11_none", tmp_path / "ch11_none")
+    monkeypatch.setattr(records_role, "RECORDS", tmp_path)
+    path = tmp_path / "ch11_none" / "cpu.json"
+    record = json.loads(path.read_text())
+    record["summary"]["bleu"]["mean"] += 1.0
+    path.write_text(json.dumps(record))
+    used: list[Path] = []
+    assert records_role.render("ch11_none bleu", used) == "21.42 ± 0.86"
+    assert used == [path]  # the build notes it as a dependency: a changed record re-reads the page
+
+
+@pytest.mark.parametrize("text, message", [
+    ("ch11_nope bleu", "no record of experiment 'ch11_nope' in book/results (expected one of: ch00_bow"),
+    ("ch11_none blue", "ch11_none records no metric 'blue' (expected one of: bleu, chrf"),
+    ("ch11_none@full bleu", "experiment 'ch11_none' has no 'full' record (it has: cpu)"),
+    ("ch11_none", "expected '<experiment> <metric> [mean] [%]', got 'ch11_none'"),
+    ("ch11_none bleu median", "expected '<experiment> <metric> [mean] [%]'"),
+    ("ch11_none bleu - ch11_none", "expected '<experiment> <metric> - <experiment> <metric>'"),
+    ("ch12_trigram parameters", "ch12_trigram: the runs record no single parameter count"),
+])
+def test_a_role_that_names_no_recorded_number_is_a_clear_error(text, message):
+    with pytest.raises(records_role.RecordError, match=re.escape(message)):
+        records_role.render(text)
+
+
+def page_texts(page: Path) -> list[str]:
+    """A page's text; a catalogue's translations (its lines are wrapped: read as messages)."""
+    if page.suffix != ".po":
+        return [page.read_text(encoding="utf-8")]
+    from babel.messages.pofile import read_po
+
+    with page.open("rb") as f:
+        return [message.string for message in read_po(f) if isinstance(message.string, str)]
+
+
+@pytest.mark.parametrize("page", PAGES + CATALOGUES, ids=lambda p: p.relative_to(ROOT).as_posix())
+def test_every_role_on_every_page_names_a_recorded_number(page):
+    for text in page_texts(page):
+        for role in ROLE.findall(text):
+            records_role.render(role)
+
+
+def test_chapter_11s_claims_about_seeds_match_the_records():
+    text = (ROOT / "chapters/11_translation.md").read_text()
+    models = ("ch11_none_init", "ch11_none", "ch11_bahdanau", "ch11_transformer")
+    last = sum(max(run["extra"]["history"], key=lambda e: e["val_bleu"])["epoch"] == len(run["extra"]["history"])
+               for name in models for run in runs(name))
+    assert f"in {last} of the {3 * len(models)} runs the best validation BLEU" in text
+    for search in ("bleu", "bleu_beam"):  # "the ranking holds on every seed and under both searches"
+        for seed in range(3):
+            scores = [metric(name, search)[seed] for name in models]
+            assert scores == sorted(scores), (search, seed)
+
+
+def test_chapter_12s_claims_about_seeds_match_the_records():
+    text = (ROOT / "chapters/12_decoder_lm.md").read_text()
+    trigram = metric("ch12_trigram", "ppl_1x")[0]
+    base, diff, moh = (metric(name, "ppl_1x") for name in ("ch12_rope", "ch12_diff", "ch12_moh"))
+    assert "The base model is below the\ntrigram on every seed" in text and max(base) < trigram
+    assert "sinusoidal positions and\nALiBi are above it" in text
+    assert min(metric("ch12_sinusoidal", "ppl_1x")) > trigram and min(metric("ch12_alibi", "ppl_1x")) > trigram
+    assert "differential attention ties it (one seed above)" in text
+    assert sum(p > trigram for p in diff) == 1 and statistics.fmean(diff) == pytest.approx(trigram, abs=0.05)
+    assert "the differential model is worse than the base on every seed" in text
+    assert all(d > b for d, b in zip(diff, base))
+    assert "The routed model\nis better on every seed" in text and all(m < b for m, b in zip(moh, base))
+    chance = runs("ch12_moh")[0]["extra"]["needle_chance"]
+    depths = [k for k in runs("ch12_moh")[0]["metrics"] if re.fullmatch(r"needle_\d+", k)]
+    above = [run["seed"] for run in runs("ch12_moh") if all(run["metrics"][k] > chance for k in depths)]
+    assert "and one routed seed at every depth" in text and len(above) == 1
+    sinusoidal = metric("ch12_sinusoidal", "needle_mean")
+    assert "Only sinusoidal positions are clearly above chance on every\nseed" in text and min(sinusoidal) > 2 * chance
+    others = ("ch12_rope", "ch12_alibi", "ch12_gqa", "ch12_mqa", "ch12_diff", "ch12_moh", "ch12_wide")
+    assert "the rest stay within\ntwo points of it" in text
+    near = [(name, seed) for name in others for seed, value in enumerate(metric(name, "needle_mean"))
+            if value >= chance + 0.02]
+    assert near == [("ch12_moh", above[0])]  # the routed seed above
