@@ -29,6 +29,7 @@ COVERED_BY = {**{f"ch09_{model}_features_short": (f"{chapter}_{model}_relational
                  for model in ("ch05_none", "ch07_coatt", "ch07_hiecoatt", "ch08_ban")},
               # chapter 10's full-length runs differ only in the attention layer, which its unit tests train
               **{f"ch10_imdb_{variant}": ("ch10_imdb_linformer",) for variant in ("exact", "window", "linear")},
+              "ch11_copy_none": ("ch11_copy_bahdanau",),  # the same code without the attention layer
               # chapter 12's variants differ from the base model only in the attention layer or the positions,
               # which its unit tests run (cached and uncached, every variant)
               **{f"ch12_{variant}": ("ch12_rope",) for variant in ("sinusoidal", "alibi", "gqa", "mqa", "diff", "moh", "wide")}}
