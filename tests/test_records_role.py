@@ -104,6 +104,19 @@ def test_chapter_11s_claims_about_seeds_match_the_records():
             assert scores == sorted(scores), (search, seed)
 
 
+def test_attention_breaks_the_copy_bottleneck_on_every_seed():
+    """Chapter 11 and notebook section 9: three seeds of each copy model; attention's gain in points at
+    the longest length is at least three times its gain at the shortest, on every seed."""
+    text = (ROOT / "chapters/11_translation.md").read_text()
+    assert "sequences shows it (notebook section 9, three seeds)" in text
+    none, attention = runs("ch11_copy_none"), runs("ch11_copy_bahdanau")
+    assert [r["seed"] for r in none] == [r["seed"] for r in attention] == [0, 1, 2]
+    for a, b in zip(attention, none):
+        short = a["metrics"]["accuracy_8"] - b["metrics"]["accuracy_8"]
+        long = a["metrics"]["accuracy_64"] - b["metrics"]["accuracy_64"]
+        assert long > 0.5 and long >= 3 * short, (a["seed"], short, long)
+
+
 def test_chapter_12s_claims_about_seeds_match_the_records():
     text = (ROOT / "chapters/12_decoder_lm.md").read_text()
     trigram = metric("ch12_trigram", "ppl_1x")[0]
