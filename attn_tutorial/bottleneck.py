@@ -54,10 +54,12 @@ def train_copy(model: RNNTranslator, sizes: dict, steps: int, generator: torch.G
                lr: float = 3e-3) -> list[float]:
     """Train ``model`` to copy for ``steps`` steps (Adam, a cosine decay to a tenth, gradients clipped at
     1), each on a fresh batch of one length drawn from 1 .. ``sizes["longest"]``; the loss of every step."""
+    if not isinstance(steps, int) or steps < 1:
+        raise ValueError(f"steps must be an int >= 1, got {steps!r}")
     device = device or torch.device("cpu")
     model.to(device).train()
     optimizer = torch.optim.Adam(model.parameters(), lr=lr)
-    schedule = torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, max(steps, 1), eta_min=lr / 10)
+    schedule = torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, steps, eta_min=lr / 10)
     losses = []
     for _ in runs.loop(range(steps), "train", planned=steps):
         length = int(torch.randint(1, sizes["longest"] + 1, (1,), generator=generator))
@@ -80,6 +82,8 @@ def copy_accuracy(model: RNNTranslator, length: int, n: int, generator: torch.Ge
                   batch: int = 250) -> tuple[float, float]:
     """Greedy copies of ``n`` fresh sequences of ``length`` symbols: the share of positions copied right
     (a position the copy does not reach is wrong) and the share of sequences copied whole."""
+    if not isinstance(batch, int) or batch < 1:
+        raise ValueError(f"batch must be an int >= 1, got {batch!r}")
     device = device or next(model.parameters()).device
     model.eval()
     src, lengths, _ = copy_batch(n, length, generator)

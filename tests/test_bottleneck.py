@@ -29,6 +29,16 @@ def test_an_unknown_kind_is_a_clear_error():
         copy_model("luong", bottleneck.COPY_SIZES["smoke"])
 
 
+def test_bad_step_and_batch_counts_are_clear_errors():
+    sizes = bottleneck.COPY_SIZES["smoke"]
+    model = copy_model("none", sizes)
+    for steps in (0, -3, 2.5):
+        with pytest.raises(ValueError, match="steps must be an int >= 1"):
+            train_copy(model, sizes, steps, torch.Generator())
+    with pytest.raises(ValueError, match="batch must be an int >= 1, got 0"):
+        copy_accuracy(model, 4, 8, torch.Generator(), batch=0)
+
+
 def test_accuracy_counts_positions_a_copy_misses_as_wrong(monkeypatch):
     """Three sequences of 4: copied whole; one symbol wrong; stopped after two symbols."""
     generator = torch.Generator().manual_seed(3)

@@ -61,6 +61,14 @@ def test_a_changed_record_changes_the_page(tmp_path, monkeypatch):
     assert used == [path]  # the build notes it as a dependency: a changed record re-reads the page
 
 
+def test_a_malformed_record_is_a_clear_error(tmp_path, monkeypatch):
+    (tmp_path / "ch11_none").mkdir()
+    (tmp_path / "ch11_none" / "cpu.json").write_text('{"experiment": "ch11_none"')  # truncated
+    monkeypatch.setattr(records_role, "RECORDS", tmp_path)
+    with pytest.raises(records_role.RecordError, match=r"the record .*cpu\.json cannot be read \(JSONDecodeError"):
+        records_role.render("ch11_none bleu")
+
+
 @pytest.mark.parametrize("text, message", [
     ("ch11_nope bleu", "no record of experiment 'ch11_nope' in book/results (expected one of: ch00_bow"),
     ("ch11_none blue", "ch11_none records no metric 'blue' (expected one of: bleu, chrf"),

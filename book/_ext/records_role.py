@@ -27,7 +27,8 @@ ROOT = Path(__file__).resolve().parents[2]
 RECORDS = ROOT / "book" / "results"
 sys.path.insert(0, str(ROOT))
 
-from attn_tutorial.results import decimals_for, mean_std  # noqa: E402
+from attn_tutorial.results import RecordError as MalformedRecord  # noqa: E402
+from attn_tutorial.results import decimals_for, mean_std, read_record  # noqa: E402
 
 SPECIAL = ("parameters", "s_per_epoch")
 
@@ -37,8 +38,6 @@ class RecordError(ValueError):
 
 
 def _record(name: str, used: list[Path] | None = None) -> dict:
-    import json  # noqa: PLC0415
-
     experiment, _, profile = name.partition("@")
     path = RECORDS / experiment / f"{profile or 'cpu'}.json"
     if used is not None:
@@ -50,7 +49,10 @@ def _record(name: str, used: list[Path] | None = None) -> dict:
                               f"(expected one of: {', '.join(known)})")
         profiles = sorted(p.stem for p in (RECORDS / experiment).glob("*.json"))
         raise RecordError(f"experiment {experiment!r} has no {profile or 'cpu'!r} record (it has: {', '.join(profiles)})")
-    return json.loads(path.read_text(encoding="utf-8"))
+    try:
+        return read_record(path)  # the project's checked reader: a malformed record names its file
+    except MalformedRecord as error:
+        raise RecordError(str(error)) from error
 
 
 def _stats(name: str, metric: str, used: list[Path] | None = None) -> tuple[float, float | None, int]:
