@@ -19,7 +19,7 @@ from tqdm.auto import tqdm
 from attn_tutorial import runs
 from attn_tutorial.decoder import DecoderLM, cache_bytes, measured_cache_bytes
 from attn_tutorial.generation import generate
-from attn_tutorial.lm_data import (LMCorpus, NeedleSpec, _check_count, _check_windows, add_needles,
+from attn_tutorial.lm_data import (EOT, PAD, LMCorpus, NeedleSpec, _check_count, _check_windows, add_needles,
                                    evaluation_windows, lm_corpus, needle_example, needle_spec, random_windows)
 from attn_tutorial.results import RunContext, experiment
 from attn_tutorial.training import autocast, autocast_dtype, save_checkpoint
@@ -137,14 +137,15 @@ def learning_rate(step: int, total: int, warmup: int) -> float:
 def fit_lm(model: DecoderLM, corpus: LMCorpus, *, steps: int, batch_size: int = 32, lr: float = 3e-3,
            warmup: int = 100, weight_decay: float = 0.1, aux_weight: float = 0.01, needles: NeedleSpec | None = None,
            needle_fraction: float = 0.5, n_needles: int = 3, seed: int = 0, device=None, checkpoint=None,
-           retrain: bool = False, progress: bool | None = None) -> dict:
+           retrain: bool = False, progress: bool | None = None, evaluate=None) -> dict:
     """Train ``model`` on random windows of ``model.context`` tokens of the training stream (cross-entropy
     of every next token, AdamW, clipped gradients). With ``needles``, a ``needle_fraction`` of the
     windows hide ``n_needles`` facts and ask for one at the end. A finished checkpoint with the same
-    configuration is loaded instead of training again.
+    configuration is loaded instead of training again. ``evaluate``: a function of the model returning
+    a number (e.g. test bits per byte), called at each point of the curve (its time is not training time).
 
     Returns ``{"curve": [(step, mean training loss since the last point)], "seconds", "tokens",
-    "reused_checkpoint"}``.
+    "reused_checkpoint"}``, with ``evaluate``: also ``"eval_curve": [(step, tokens seen, value)]``.
     """
     if steps < 1:
         raise ValueError(f"steps must be >= 1, got {steps}")
@@ -169,7 +170,8 @@ def fit_lm(model: DecoderLM, corpus: LMCorpus, *, steps: int, batch_size: int = 
     scaler = torch.amp.GradScaler(device.type, enabled=autocast_dtype(device) == torch.float16)  # fp16 GPUs
     windows_rng, needle_rng = torch.Generator().manual_seed(seed), random.Random(seed)
     heartbeat = runs.Heartbeat(1)
-    curve, running, count, start = [], 0.0, 0, time.perf_counter()
+    curve, eval_curve, running, count, start = [], [], 0.0, 0, time.perf_counter()
+    eval_seconds = 0.0
     model.train()
     bar = tqdm(range(1, steps + 1), desc="training", leave=False, disable=hide_bar)
     for step in runs.loop(bar, "train", planned=steps):
@@ -194,10 +196,17 @@ def fit_lm(model: DecoderLM, corpus: LMCorpus, *, steps: int, batch_size: int = 
         if step % max(1, steps // 20) == 0 or step == steps:
             curve.append((step, round(running / count, 4)))
             running, count = 0.0, 0
+            if evaluate is not None:
+                eval_start = time.perf_counter()
+                eval_curve.append((step, step * batch_size * model.context, round(float(evaluate(model)), 4)))
+                model.train()
+                eval_seconds += time.perf_counter() - eval_start
         bar.set_postfix(loss=f"{loss.item():.3f}")
         heartbeat.beat(1, step, steps)
-    history = {"curve": curve, "seconds": round(time.perf_counter() - start, 1),
+    history = {"curve": curve, "seconds": round(time.perf_counter() - start - eval_seconds, 1),
                "tokens": steps * batch_size * model.context}
+    if evaluate is not None:
+        history["eval_curve"] = eval_curve
     if checkpoint is not None:
         save_checkpoint(checkpoint, model, config=config, config_key=key, finished=True, history=history)
     return {**history, "reused_checkpoint": False}
@@ -406,6 +415,92 @@ def run_generation(ctx: RunContext) -> dict:
                "mqa_cache_ratio": cached["mqa"][-1] / cached["rope"][-1]}
     return {"metrics": metrics, "extra": {"lengths": list(lengths), "seconds": seconds, "cache_bytes": cached,
                                           "threads": torch.get_num_threads()}}
+
+
+def token_bytes(corpus: LMCorpus) -> torch.Tensor:
+    """``(V,)`` int64: the bytes of text each token stands for. A byte-level BPE token's string has one
+    character per byte; ``<pad>`` stands for none and ``<|endoftext|>`` for one (the break between reviews)."""
+    sizes = torch.zeros(corpus.vocab_size, dtype=torch.long)
+    for token, index in corpus.tokenizer.get_vocab().items():
+        sizes[index] = len(token)
+    sizes[corpus.tokenizer.token_to_id(PAD)] = 0
+    sizes[corpus.tokenizer.token_to_id(EOT)] = 1
+    return sizes
+
+
+def bits_per_byte(perplexity_: float, windows: torch.Tensor, corpus: LMCorpus) -> float:
+    """A perplexity of the tokens ``windows[:, 1:]`` as bits per byte of the text they encode:
+    ``log2(perplexity) * tokens / bytes``. Unlike perplexity per token it does not depend on the vocabulary,
+    so it compares tokenizers (and models of different tokenizers) on the same text."""
+    _check_windows(windows)
+    if not (math.isfinite(perplexity_) and perplexity_ >= 1):
+        raise ValueError(f"perplexity must be a finite number >= 1, got {perplexity_}")
+    targets = windows[:, 1:]
+    return math.log2(perplexity_) * targets.numel() / int(token_bytes(corpus)[targets].sum())
+
+
+BPB_VOCABS = (384, 2048)  # symbols: the bytes, 2 special tokens and 126 or 1,790 merges
+CLEAN_STEPS = {"smoke": 60, "cpu": 2000, "full": 6000}  # cpu: about 10 minutes per model on one core
+PROMPTS = ("This movie was", "The acting", "I have never seen")
+
+
+def run_clean(ctx: RunContext, vocab: int) -> dict:
+    """The base decoder trained on clean text (no needles) for ``CLEAN_STEPS``, its test perplexity and bits
+    per byte at a vocabulary of ``vocab`` symbols, a curve of test bits per byte against tokens seen, and
+    greedy and sampled continuations of ``PROMPTS``."""
+    sizes = SIZES[ctx.profile.name] | {"vocab": vocab, "steps": CLEAN_STEPS[ctx.profile.name]}
+    corpus = corpus_for(sizes)
+    windows = evaluation_windows(corpus.test, sizes["context"], evaluation_tokens(sizes, corpus))
+    curve_windows = windows[: max(1, len(windows) // 4)]  # a quarter of the test windows for the curve
+    torch.manual_seed(ctx.seed)
+    model = build_lm("rope", corpus.vocab_size, sizes)
+    batch = min(sizes["batch"], ctx.profile.batch_size)
+    history = fit_lm(model, corpus, steps=sizes["steps"], batch_size=batch, lr=sizes["lr"], seed=ctx.seed,
+                     device=ctx.device, checkpoint=ctx.checkpoint, retrain=ctx.retrain, progress=ctx.progress,
+                     warmup=RECIPE["warmup"], weight_decay=RECIPE["weight_decay"],
+                     evaluate=lambda m: bits_per_byte(perplexity(m, curve_windows, device=ctx.device),
+                                                      curve_windows, corpus))
+    ppl = perplexity(model, windows, device=ctx.device)
+    new = 40 if runs.active() is None else 4
+    samples = {prompt: {name: corpus.decode(generate(model, [corpus.encode(prompt)], new,
+                                                     generator=torch.Generator().manual_seed(ctx.seed), **options)[0])
+                        for name, options in SAMPLING.items() if name in ("greedy", "top-p 0.9")}
+               for prompt in PROMPTS}
+    return {"metrics": {"ppl_1x": round(ppl, 3), "bpb": round(bits_per_byte(ppl, windows, corpus), 4)},
+            "n_params": sum(p.numel() for p in model.parameters()), "epochs_run": 1,
+            "time_per_epoch_s": history["seconds"], "reused_checkpoint": history["reused_checkpoint"],
+            "extra": {"curve": history["curve"], "eval_curve": history.get("eval_curve", []),
+                      "curve_windows": len(curve_windows), "train_seconds": history["seconds"],
+                      "tokens_seen": history["tokens"], "steps": sizes["steps"], "vocab": corpus.vocab_size,
+                      "test_tokens": windows[:, 1:].numel(), "test_bytes": int(token_bytes(corpus)[windows[:, 1:]].sum()),
+                      "samples": samples}}
+
+
+def run_clean_trigram(ctx: RunContext, vocab: int) -> dict:
+    """The Kneser-Ney trigram at a vocabulary of ``vocab`` symbols, scored as :func:`run_clean` scores the
+    decoder (same test windows): perplexity and bits per byte."""
+    sizes = SIZES[ctx.profile.name] | {"vocab": vocab}
+    corpus = corpus_for(sizes)
+    windows = evaluation_windows(corpus.test, sizes["context"], evaluation_tokens(sizes, corpus))
+    start = time.perf_counter()
+    model = KneserNeyTrigram(corpus.train, corpus.vocab_size)
+    seconds = time.perf_counter() - start
+    ppl = model.perplexity(windows)
+    return {"metrics": {"ppl_1x": round(ppl, 3), "bpb": round(bits_per_byte(ppl, windows, corpus), 4)},
+            "n_params": None, "time_per_epoch_s": round(seconds, 2),
+            "extra": {"trigram_types": len(model.tri_keys), "train_tokens": len(corpus.train),
+                      "vocab": corpus.vocab_size, "test_tokens": windows[:, 1:].numel(),
+                      "test_bytes": int(token_bytes(corpus)[windows[:, 1:]].sum())}}
+
+
+for _vocab in BPB_VOCABS:
+    experiment(f"ch13_lm_v{_vocab}", f"A decoder language model (the base: rotary positions) trained on clean IMDB "
+                                     f"reviews, {_vocab} BPE symbols: test perplexity and bits per byte, a curve "
+                                     f"against tokens seen, samples, chapter 13")(
+        lambda ctx, vocab=_vocab: run_clean(ctx, vocab))
+    experiment(f"ch13_trigram_v{_vocab}", f"An interpolated Kneser-Ney trigram of IMDB's reviews in {_vocab} BPE "
+                                          f"symbols: test perplexity and bits per byte, chapter 13")(
+        lambda ctx, vocab=_vocab: run_clean_trigram(ctx, vocab))
 
 
 LABELS = {"rope": "multi-head attention with rotary positions (the base)", "sinusoidal": "sinusoidal positions",

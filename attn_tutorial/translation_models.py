@@ -167,14 +167,20 @@ RECIPES = {"none_init": {"lr": 2e-3, "warmup": 0, "label_smoothing": 0.0},
            "none": {"lr": 2e-3, "warmup": 0, "label_smoothing": 0.0},
            "bahdanau": {"lr": 2e-3, "warmup": 0, "label_smoothing": 0.0},
            "transformer": {"lr": 1e-3, "warmup": 800, "label_smoothing": 0.1}}
+# Ablations: which part of the Transformer's lead is its recipe? One change each from a model above.
+ABLATIONS = {"transformer_nols": ("transformer", {"label_smoothing": 0.0}),  # no label smoothing
+             "postnorm": ("transformer", {"norm_first": False}),  # post-norm, same recipe (warm-up 800)
+             "postnorm_nowarmup": ("transformer", {"norm_first": False, "warmup": 0}),
+             "bahdanau_recipe": ("bahdanau", {"lr": 1e-3, "warmup": 800, "label_smoothing": 0.1})}
 
 
-def build_translator(kind: str, data: TranslationData, sizes: dict) -> nn.Module:
+def build_translator(kind: str, data: TranslationData, sizes: dict, norm_first: bool = True) -> nn.Module:
     """Chapter 11's models: ``"none_init"`` (one vector, only as the decoder's first state), ``"none"``
-    (one vector, read at every step), ``"bahdanau"`` or ``"transformer"``."""
+    (one vector, read at every step), ``"bahdanau"`` or ``"transformer"`` (``norm_first=False``: post-norm)."""
     src, tgt = len(data.src_vocab), len(data.tgt_vocab)
     if kind == "transformer":
-        return TransformerTranslator(src, tgt, sizes["d_model"], 4, sizes["layers"], sizes["d_ff"], dropout=0.1)
+        return TransformerTranslator(src, tgt, sizes["d_model"], 4, sizes["layers"], sizes["d_ff"], dropout=0.1,
+                                     norm_first=norm_first)
     if kind in ("none_init", "none", "bahdanau"):
         return RNNTranslator(src, tgt, sizes["embed"], sizes["hidden"],
                              attention="additive" if kind == "bahdanau" else None, dropout=0.2,
@@ -182,9 +188,10 @@ def build_translator(kind: str, data: TranslationData, sizes: dict) -> nn.Module
     raise ValueError(f"kind must be one of {MODELS}, got {kind!r}")
 
 
-def recipe_for(kind: str, data: TranslationData, sizes: dict) -> dict:
-    """``RECIPES[kind]`` for a run of ``sizes``: a short run (smoke) warms up over its first quarter."""
-    recipe = dict(RECIPES[kind])
+def recipe_for(kind: str, data: TranslationData, sizes: dict, **changes) -> dict:
+    """``RECIPES[kind]`` with ``changes`` for a run of ``sizes``: a short run (smoke) warms up over its
+    first quarter."""
+    recipe = dict(RECIPES[kind]) | changes
     steps = sizes["epochs"] * len(data.train.loader(sizes["batch"], False))
     recipe["warmup"] = min(recipe["warmup"], steps // 4)
     return recipe
@@ -224,15 +231,15 @@ def attention_examples(model: nn.Module, groups, data: TranslationData, device=N
     return found
 
 
-def run_translation(ctx: RunContext, kind: str) -> dict:
+def run_translation(ctx: RunContext, kind: str, **changes) -> dict:
     """Train one of chapter 11's models and score it on the test sentences: BLEU and chrF (greedy and
-    beam search), BLEU per English length."""
+    beam search), BLEU per English length. ``changes``: an ablation's (``norm_first`` and recipe keys)."""
     sizes = SIZES[ctx.profile.name]
     data = translation_data(sizes["train"], sizes["test"])
     torch.manual_seed(ctx.seed)
-    model = build_translator(kind, data, sizes)
+    model = build_translator(kind, data, sizes, norm_first=changes.pop("norm_first", True))
     history = fit_translation(model, data, epochs=sizes["epochs"], batch_size=sizes["batch"],
-                              **recipe_for(kind, data, sizes),
+                              **recipe_for(kind, data, sizes, **changes),
                               generator=torch.Generator().manual_seed(ctx.seed), device=ctx.device,
                               checkpoint=ctx.checkpoint, retrain=ctx.retrain, progress=ctx.progress)
     test = data.test_groups
@@ -270,3 +277,12 @@ for _kind in MODELS:
     experiment(f"ch11_{_kind}", f"English -> Chinese on Tatoeba: {LABELS[_kind]}; BLEU and chrF on the test "
                                 f"sentences, greedy and beam 5, chapter 11")(
         lambda ctx, kind=_kind: run_translation(ctx, kind))
+ABLATION_LABELS = {"transformer_nols": "the Transformer without label smoothing",
+                   "postnorm": "the Transformer with post-norm (same recipe, warm-up included)",
+                   "postnorm_nowarmup": "the Transformer with post-norm and no warm-up",
+                   "bahdanau_recipe": "the GRU with Bahdanau attention under the Transformer's recipe "
+                                      "(learning rate 1e-3, warm-up, label smoothing)"}
+for _name, (_kind, _changes) in ABLATIONS.items():
+    experiment(f"ch12_{_name}", f"English -> Chinese on Tatoeba, a recipe ablation: {ABLATION_LABELS[_name]}; "
+                                f"BLEU and chrF on the test sentences, greedy and beam 5, chapter 12")(
+        lambda ctx, kind=_kind, changes=_changes: run_translation(ctx, kind, **changes))
