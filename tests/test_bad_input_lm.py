@@ -1,4 +1,4 @@
-"""Chapter 12's decoder language model: bad input gets a clear error that names what was expected and
+"""Chapter 13's decoder language model: bad input gets a clear error that names what was expected and
 what came, never a silent wrong result (issue 43, the part for ``decoder``, ``generation``, ``lm_data``
 and ``lm_models``). One test per reported case; each failed on the code before the fix."""
 

@@ -1,4 +1,4 @@
-"""Chapter 12: the decoder language model, its cache, grouped-query heads, positions, sampling,
+"""Chapter 13: the decoder language model, its cache, grouped-query heads, positions, sampling,
 differential attention, the mixture of heads and the count-based baseline."""
 
 import math

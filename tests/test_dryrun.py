@@ -30,12 +30,12 @@ COVERED_BY = {**{f"ch09_{model}_features_short": (f"{chapter}_{model}_relational
               # chapter 10's full-length runs differ only in the attention layer, which its unit tests train
               **{f"ch10_imdb_{variant}": ("ch10_imdb_linformer",) for variant in ("exact", "window", "linear")},
               "ch11_copy_none": ("ch11_copy_bahdanau",),  # the same code without the attention layer
-              # chapter 12's variants differ from the base model only in the attention layer or the positions,
+              # chapter 13's variants differ from the base model only in the attention layer or the positions,
               # which its unit tests run (cached and uncached, every variant)
-              **{f"ch12_{variant}": ("ch12_rope",) for variant in ("sinusoidal", "alibi", "gqa", "mqa", "diff", "moh", "wide")}}
+              **{f"ch13_{variant}": ("ch13_rope",) for variant in ("sinusoidal", "alibi", "gqa", "mqa", "diff", "moh", "wide")}}
 BATCH = 2
 FP16_FAMILIES = ("ch00_bow", "ch01_bilstm", "ch02_selfattentive", "ch03_mhsa", "ch04_diff", "ch05_san_relational",
-                 "ch06_han_polarity", "ch07_hiecoatt_relational", "ch08_ban_relational", "ch12_rope")
+                 "ch06_han_polarity", "ch07_hiecoatt_relational", "ch08_ban_relational", "ch13_rope")
 
 
 def dry(name: str, precision: str) -> dict:

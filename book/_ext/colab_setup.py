@@ -29,7 +29,7 @@ NOTEBOOK_DATA = {
     "00_setup": ["imdb"], "01_text_bilstm": ["imdb"], "02_attention_pooling": ["imdb"],
     "03_multihead_self_attention": ["imdb"], "04_differential_attention": ["imdb"],
     "06_hierarchical_attention": ["imdb", "polarity_v2"], "10_attention_at_scale": ["imdb"],
-    "11_translation": ["tatoeba_cmn"], "12_decoder_lm": ["imdb"],
+    "11_translation": ["tatoeba_cmn"], "12_transformer": ["tatoeba_cmn"], "13_decoder_lm": ["imdb"],
 }
 
 TEMPLATE = '''\

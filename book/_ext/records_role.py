@@ -3,7 +3,7 @@
 
     {rec}`ch11_bahdanau bleu`                      24.22 ± 0.25   mean ± std over seeds (the book's rounding)
     {rec}`ch11_bahdanau bleu mean`                 24.22          the mean alone, at the same decimals
-    {rec}`ch12_rope needle_mean %`                 5.00 ± 0.35 %  a fraction shown in percent
+    {rec}`ch13_rope needle_mean %`                 5.00 ± 0.35 %  a fraction shown in percent
     {rec}`ch11_bahdanau bleu - ch11_none bleu`     3.8            the difference of two means, one decimal
     {rec}`ch11_bahdanau bleu / ch11_none bleu`     19 %           how much larger the first mean is than the
                                                                   second (one decimal below 10 %)
@@ -88,8 +88,8 @@ def render(text: str, used: list[Path] | None = None) -> str:
             if len(left) != 2 or len(right) != 2:
                 raise RecordError(f"expected '<experiment> <metric> {sign} <experiment> <metric>', got {text!r}")
             a, b = _stats(*left, used)[0], _stats(*right, used)[0]
-            if sign == "-":
-                return f"{a - b:.1f}"
+            if sign == "-":  # one decimal for BLEU-sized numbers, two for bits per byte or a loss
+                return f"{a - b:.{2 if max(abs(a), abs(b)) < 10 else 1}f}"
             if b == 0:
                 raise RecordError(f"{text!r}: the second mean is 0, no ratio")
             gain = 100 * (a / b - 1)

@@ -38,7 +38,7 @@ BLACK = "#000000"  # Okabe & Ito's eighth colour: reference lines, and two model
 #     Performer = MHSA (orange); chapter 10's IMDB figure shows MHSA with exact, window, Linformer
 #     and linear only, which keep colours apart from it;
 #   - the VQA models (chapters 5, 7-9), the translation models (chapter 11) and the language models
-#     (chapter 12) each reuse the palette, never in a figure with another group.
+#     (chapter 13) each reuse the palette, never in a figure with another group.
 # Where it could, a colour keeps one kind of mechanism across the groups: grey for no attention
 # (the BiLSTM of chapter 1, VQA's and translation's baselines), blue for one query attending
 # (attention pooling, SAN, Bahdanau), orange for self-attention (MHSA, between regions, Transformer),
@@ -79,7 +79,7 @@ MODELS: dict[str, tuple[str, str]] = {  # key -> (display label, colour)
     "mt_none": ("no attention, every step", GREY),
     "bahdanau": ("Bahdanau attention", BLUE),
     "mt_transformer": ("Transformer", ORANGE),
-    # language models, chapter 12
+    # language models, chapter 13
     "rope": ("RoPE (base)", BLUE),
     "sinusoidal": ("sinusoidal", GREY),
     "alibi": ("ALiBi", ORANGE),

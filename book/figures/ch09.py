@@ -262,14 +262,14 @@ def results_guide():
     arrow(ax, (6.0, 5.15), (6.0, 4.92))
 
     # sequences
-    bahdanau, transformer = _mean("ch11_bahdanau", "bleu", False), _mean("ch11_transformer", "bleu", False)
+    bahdanau, transformer = _mean("ch11_bahdanau", "bleu", False), _mean("ch12_transformer", "bleu", False)
     none = _mean("ch11_none", "bleu", False)
-    rope, trigram = _mean("ch12_rope", "ppl_1x", False), _mean("ch12_trigram", "ppl_1x", False)
-    speedup = _mean("ch12_generation", "speedup_longest", False)
+    rope, trigram = _mean("ch13_rope", "ppl_1x", False), _mean("ch13_trigram", "ppl_1x", False)
+    speedup = _mean("ch13_generation", "speedup_longest", False)
     leaf(8.1, 3.05, 3.8, 1.85, "translate: encoder-decoder (ch. 11)",
          f"BLEU, EN→ZH: no attention {none:.1f},\nBahdanau {bahdanau:.1f}, Transformer {transformer:.1f};\n"
          "attention removes the bottleneck\nof one vector", model="mt_transformer")
-    leaf(8.1, 0.75, 3.8, 2.05, "write text: causal decoder (ch. 12)",
+    leaf(8.1, 0.75, 3.8, 2.05, "write text: causal decoder (ch. 13)",
          f"perplexity {rope:.2f} against a\ntrigram's {trigram:.2f} on IMDB;\na key-value cache writes "
          f"{speedup:.1f}× faster\n(512 tokens), grouped-query\nheads shrink it", model="rope")
     arrow(ax, (10.0, 5.15), (10.0, 4.92))

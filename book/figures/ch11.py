@@ -14,7 +14,7 @@ from attn_tutorial.decoding import TableModel, beam_search, greedy_decode
 MODELS = (("ch11_none_init", "no attention,\nfirst state only", model_colour("mt_none_init")),
           ("ch11_none", "no attention,\nevery step", model_colour("mt_none")),
           ("ch11_bahdanau", "Bahdanau\nattention", model_colour("bahdanau")),
-          ("ch11_transformer", "Transformer", model_colour("mt_transformer")))
+          ("ch12_transformer", "Transformer", model_colour("mt_transformer")))
 
 
 def _with_chinese(draw):
@@ -279,7 +279,7 @@ def results_alignment():
 def results_heads():
     """One test sentence: Bahdanau's single map beside the Transformer's cross-attention heads."""
     bahdanau = _seed0("ch11_bahdanau")["extra"]["attention"][HEADS_EXAMPLE]
-    transformer = _seed0("ch11_transformer")["extra"]["attention"][HEADS_EXAMPLE]
+    transformer = _seed0("ch12_transformer")["extra"]["attention"][HEADS_EXAMPLE]
     layers = len(transformer["weights"][0])
     heads = len(transformer["weights"][0][0])
     fig, axes = plt.subplots(layers, heads + 1, figsize=(13, 2.7 * layers))

@@ -1,4 +1,4 @@
-"""Figures of chapter 12: a decoder language model, its cache, shared key-value heads and positions."""
+"""Figures of chapter 13: a decoder language model, its cache, shared key-value heads and positions."""
 
 import statistics
 
@@ -13,8 +13,8 @@ from attn_tutorial.decoder import alibi_bias, alibi_slopes, apply_rope
 from attn_tutorial.mhsa import causal_mask
 
 # Each record's model: its colour and label come from _common.MODELS, the same in every figure.
-RECORD_MODEL = {"ch12_rope": "rope", "ch12_sinusoidal": "sinusoidal", "ch12_alibi": "alibi", "ch12_gqa": "gqa",
-                "ch12_mqa": "mqa", "ch12_diff": "lm_diff", "ch12_moh": "moh"}
+RECORD_MODEL = {"ch13_rope": "rope", "ch13_sinusoidal": "sinusoidal", "ch13_alibi": "alibi", "ch13_gqa": "gqa",
+                "ch13_mqa": "mqa", "ch13_diff": "lm_diff", "ch13_moh": "moh"}
 COLOUR = {name: model_colour(model) for name, model in RECORD_MODEL.items()}
 LABEL = {name: model_label(model) for name, model in RECORD_MODEL.items()}
 
@@ -118,7 +118,7 @@ def results_extrapolation():
     """Perplexity at 1, 2 and 4 times the training context, every seed."""
     fig, ax = plt.subplots(figsize=(6.4, 3.6))
     factors = (1, 2, 4)
-    for name in ("ch12_rope", "ch12_sinusoidal", "ch12_alibi"):
+    for name in ("ch13_rope", "ch13_sinusoidal", "ch13_alibi"):
         for k, run in enumerate(_runs(name)):
             ax.plot(factors, [run["metrics"][f"ppl_{f}x"] for f in factors], color=COLOUR[name], marker="o",
                     linewidth=1.2, alpha=0.85, label=LABEL[name] if k == 0 else None)
@@ -140,11 +140,11 @@ def results_needle():
     """Needle accuracy by depth for the base, differential and mixture-of-heads models, every seed."""
     depths = (0, 25, 50, 75, 100)
     fig, ax = plt.subplots(figsize=(6.8, 3.6))
-    for name in ("ch12_rope", "ch12_sinusoidal", "ch12_diff", "ch12_moh"):
+    for name in ("ch13_rope", "ch13_sinusoidal", "ch13_diff", "ch13_moh"):
         for k, run in enumerate(_runs(name)):
             ax.plot(depths, [100 * run["metrics"][f"needle_{d}"] for d in depths], color=COLOUR[name], marker="o",
                     linewidth=1.2, alpha=0.85, label=LABEL[name] if k == 0 else None)
-    chance = 100 * _runs("ch12_rope")[0]["extra"]["needle_chance"]
+    chance = 100 * _runs("ch13_rope")[0]["extra"]["needle_chance"]
     ax.axhline(chance, color="black", linestyle=":", linewidth=1)
     ax.text(100, chance, "one value in 20 ", ha="right", va="bottom", fontsize=8)
     ax.set_xticks(depths, ["0\n(start)", "25", "50", "75", "100\n(just before\nthe question)"], fontsize=8)
@@ -160,7 +160,7 @@ def results_needle():
 @figure("ch12_results_cache")
 def results_cache():
     """Seconds to write N tokens with and without the cache, and the cache's bytes per kv-head count."""
-    run = record("ch12_generation")["runs"][0]
+    run = record("ch13_generation")["runs"][0]
     lengths, seconds, cached = run["extra"]["lengths"], run["extra"]["seconds"], run["extra"]["cache_bytes"]
     fig, axes = plt.subplots(1, 2, figsize=(10, 3.4))
     ax = axes[0]
@@ -171,7 +171,7 @@ def results_cache():
     ax.set_xlabel("tokens generated (batch 1, greedy)")
     ax.set_ylabel("seconds")
     ax.legend(fontsize=8, frameon=False)
-    ax.set_title(f"Time to write N tokens ({device_label(record('ch12_generation')['device'])})", fontsize=9)
+    ax.set_title(f"Time to write N tokens ({device_label(record('ch13_generation')['device'])})", fontsize=9)
     ax = axes[1]
     for variant, label in (("rope", "8 kv heads (MHSA)"), ("gqa", "2 kv heads (GQA)"), ("mqa", "1 kv head (MQA)")):
         ax.plot(lengths, [b / 1024 for b in cached[variant]], color=model_colour(variant), marker="o", label=label)
@@ -179,5 +179,27 @@ def results_cache():
     ax.set_ylabel("cache, KiB (float32, measured)")
     ax.legend(fontsize=8, frameon=False)
     ax.set_title("Cache of the cpu model: 4 layers, 8 query heads of width 16", fontsize=9)
+    fig.tight_layout()
+    return fig
+
+
+@figure("ch12_results_bpb")
+def results_bpb():
+    """Test bits per byte against tokens seen, every seed, at 384 and 2,048 symbols, with the trigram's line
+    (both on the first quarter of the test windows, where the curves are scored)."""
+    fig, axes = plt.subplots(1, 2, figsize=(9.6, 3.4), sharey=True)
+    for ax, vocab in zip(axes, (384, 2048)):
+        for k, run in enumerate(_runs(f"ch13_lm_v{vocab}")):
+            steps, tokens, bpb = zip(*run["extra"]["eval_curve"])
+            ax.plot([t / 1e6 for t in tokens], bpb, color=COLOUR["ch13_rope"], linewidth=1.2, alpha=0.85,
+                    label="decoder, one line per seed" if k == 0 else None)
+        trigram = _runs(f"ch13_trigram_v{vocab}")[0]["metrics"]["bpb_curve"]  # on the curve's test windows
+        ax.axhline(trigram, color=GREY, linestyle="--", linewidth=1.2, label="Kneser-Ney trigram")
+        ax.set_title(f"{vocab:,} symbols", fontsize=9)
+        ax.set_xlabel("training tokens seen (millions)")
+        ax.grid(alpha=0.3)
+    axes[0].set_ylabel("test bits per byte")
+    axes[0].legend(fontsize=8, frameon=False)
+    fig.suptitle(f"Clean reviews, cpu profile ({device_label(record('ch13_lm_v384')['device'])})", fontsize=9)
     fig.tight_layout()
     return fig
