@@ -295,3 +295,27 @@ def results_heads():
     fig.suptitle(f"{bahdanau['en']}  (cpu profile, seed 0; each model's own greedy output)", fontsize=10)
     fig.tight_layout()
     return fig
+
+
+@figure("ch11_results_curves")
+def results_curves():
+    """Training loss and validation BLEU per epoch of the four translators, one line per seed."""
+    fig, axes = plt.subplots(1, 2, figsize=(10, 3.4))
+    for name, label, colour in MODELS:
+        for k, run in enumerate(_runs(name)):
+            history = run["extra"]["history"]
+            epochs = [e["epoch"] for e in history]
+            for ax, key in zip(axes, ("train_loss", "val_bleu")):
+                ax.plot(epochs, [e[key] for e in history], color=colour, linewidth=1.2, alpha=0.85, marker="o",
+                        markersize=2.5, label=label.replace("\n", " ") if k == 0 else None)
+    axes[0].set_ylabel("training loss (nats per character)")
+    axes[1].set_ylabel("validation BLEU (greedy)")
+    for ax in axes:
+        ax.set_xlabel("epoch")
+        ax.grid(alpha=0.3)
+    axes[1].legend(fontsize=8, frameon=False, loc="lower right")
+    device = device_label(record("ch11_bahdanau")["device"])
+    fig.suptitle(f"English -> Chinese, one line per seed (cpu profile, {device}); the Transformer's loss "
+                 "includes label smoothing", fontsize=9)
+    fig.tight_layout()
+    return fig
