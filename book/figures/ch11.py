@@ -319,3 +319,45 @@ def results_curves():
                  "includes label smoothing", fontsize=9)
     fig.tight_layout()
     return fig
+
+
+@figure("ch11_encoder_decoder")
+@_with_chinese
+def encoder_decoder():
+    """The whole Transformer translator: the encoder stack, the decoder stack reading its memory, shifted targets."""
+    fig, ax = diagram_axes(width=9.4, height=5.0, xlim=(0, 11), ylim=(0, 6.2))
+    # the encoder: source words -> embeddings + positions -> L blocks -> memory
+    ax.text(2.4, 0.2, "English words:  I  have  a  bike  .", ha="center", fontsize=8)
+    arrow(ax, (2.4, 0.45), (2.4, 0.8))
+    box(ax, (1.0, 0.8), 2.8, 0.6, "embedding + positions", colour=YELLOW, fontsize=8)
+    ax.add_patch(plt.Rectangle((0.7, 1.75), 3.4, 2.3, fill=False, linestyle="--", edgecolor=GREY))
+    ax.text(0.75, 3.85, "encoder block\n× $L$", fontsize=8, va="top", color=GREY)
+    arrow(ax, (2.4, 1.4), (2.4, 2.0))
+    box(ax, (1.3, 2.0), 2.2, 0.6, "self-attention", colour=SKY, fontsize=8)
+    arrow(ax, (2.4, 2.6), (2.4, 3.0))
+    box(ax, (1.3, 3.0), 2.2, 0.6, "feed-forward", colour=GREEN, fontsize=8)
+    arrow(ax, (2.4, 3.6), (2.4, 4.45))
+    box(ax, (1.3, 4.45), 2.2, 0.6, "memory: one vector\nper English word", colour=PURPLE, fontsize=8)
+    # the decoder: shifted targets -> embeddings + positions -> L layers -> scores
+    ax.text(8.0, 0.2, "input:  <bos>  我  有  一  辆  自  行  车  。", ha="center", fontsize=8)
+    arrow(ax, (8.0, 0.45), (8.0, 0.8))
+    box(ax, (6.6, 0.8), 2.8, 0.6, "embedding + positions", colour=YELLOW, fontsize=8)
+    ax.add_patch(plt.Rectangle((6.3, 1.75), 3.4, 3.1, fill=False, linestyle="--", edgecolor=GREY))
+    ax.text(9.75, 4.8, "decoder layer\n× $L$", fontsize=8, va="top", ha="left", color=GREY)
+    arrow(ax, (8.0, 1.4), (8.0, 2.0))
+    box(ax, (6.9, 2.0), 2.2, 0.6, "causal self-attention", colour=SKY, fontsize=8)
+    arrow(ax, (8.0, 2.6), (8.0, 2.9))
+    box(ax, (6.9, 2.9), 2.2, 0.6, "cross-attention", colour=PURPLE, fontsize=8)
+    arrow(ax, (8.0, 3.5), (8.0, 3.8))
+    box(ax, (6.9, 3.8), 2.2, 0.6, "feed-forward", colour=GREEN, fontsize=8)
+    arrow(ax, (8.0, 4.4), (8.0, 5.0))
+    box(ax, (6.9, 5.0), 2.2, 0.55, "linear (tied) + softmax", colour=YELLOW, fontsize=8)
+    ax.text(8.0, 5.85, "target:  我  有  一  辆  自  行  车  。  <eos>", ha="center", fontsize=8)
+    arrow(ax, (8.0, 5.55), (8.0, 5.75))
+    # the memory feeds every decoder layer's cross-attention, as keys and values
+    ax.annotate("", xy=(6.9, 3.2), xytext=(3.5, 4.75),
+                arrowprops=dict(arrowstyle="->", color=PURPLE, linewidth=1.2, connectionstyle="arc3,rad=-0.15"))
+    ax.text(5.2, 4.55, "keys and values\nof every layer's\ncross-attention", ha="center", fontsize=7.5, color=PURPLE)
+    ax.text(2.4, 5.6, "training: the input is the target shifted right\nby one, every position at once (causal mask);\n"
+            "writing: one character at a time", ha="center", va="center", fontsize=7.5, color=GREY)
+    return fig
