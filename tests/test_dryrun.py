@@ -30,6 +30,12 @@ COVERED_BY = {**{f"ch09_{model}_features_short": (f"{chapter}_{model}_relational
               # chapter 10's full-length runs differ only in the attention layer, which its unit tests train
               **{f"ch10_imdb_{variant}": ("ch10_imdb_linformer",) for variant in ("exact", "window", "linear")},
               "ch11_copy_none": ("ch11_copy_bahdanau",),  # the same code without the attention layer
+              # chapter 12's recipe ablations change settings only (post-norm's layers are unit-tested)
+              **{name: ("ch12_transformer",) for name in ("ch12_transformer_nols", "ch12_postnorm",
+                                                          "ch12_postnorm_nowarmup")},
+              "ch12_bahdanau_recipe": ("ch11_bahdanau",),
+              # the clean-text runs at 2,048 symbols are those at 384 with a larger tokenizer
+              "ch13_lm_v2048": ("ch13_lm_v384",), "ch13_trigram_v2048": ("ch13_trigram_v384",),
               # chapter 13's variants differ from the base model only in the attention layer or the positions,
               # which its unit tests run (cached and uncached, every variant)
               **{f"ch13_{variant}": ("ch13_rope",) for variant in ("sinusoidal", "alibi", "gqa", "mqa", "diff", "moh", "wide")}}

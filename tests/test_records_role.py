@@ -169,6 +169,15 @@ def test_chapter_13s_bits_per_byte_match_the_records():
     assert sample["top-p 0.9"].startswith(" is nice at the end. The plot becomes really good and it is not in a few twists")
 
 
+def test_chapter_13s_shared_key_value_heads_per_seed():
+    """GQA's small cost is within the seeds' noise (worse on two seeds, better on one); MQA's on every seed."""
+    text = " ".join((ROOT / "chapters/13_decoder_lm.md").read_text().split())
+    base = metric("ch13_rope", "ppl_1x")
+    gqa_worse = [g > b for g, b in zip(metric("ch13_gqa", "ppl_1x"), base)]
+    assert "within the seeds' noise (worse on two seeds, better on one)" in text and sum(gqa_worse) == 2
+    assert "higher, on every seed" in text and all(m > b for m, b in zip(metric("ch13_mqa", "ppl_1x"), base))
+
+
 def test_chapter_13s_claims_about_seeds_match_the_records():
     text = (ROOT / "chapters/13_decoder_lm.md").read_text()
     trigram = metric("ch13_trigram", "ppl_1x")[0]
