@@ -162,7 +162,7 @@ SIZES = {
 }
 RNN_MODELS = ("none_init", "none", "bahdanau")  # chapter 11's; the Transformer is chapter 12's
 MODELS = (*RNN_MODELS, "transformer")
-# The recipes (Adam with betas (0.9, 0.98) for all four, a cosine decay to a tenth): the RNNs start at
+# The recipes (Adam with betas (0.9, 0.98) for all of them, a cosine decay to a tenth): the RNNs start at
 # 2e-3 (1e-3 learnt about half as fast); the Transformer warms up and smooths its labels.
 RECIPES = {"none_init": {"lr": 2e-3, "warmup": 0, "label_smoothing": 0.0},
            "none": {"lr": 2e-3, "warmup": 0, "label_smoothing": 0.0},
@@ -176,7 +176,7 @@ ABLATIONS = {"transformer_nols": ("transformer", {"label_smoothing": 0.0}),  # n
 
 
 def build_translator(kind: str, data: TranslationData, sizes: dict, norm_first: bool = True) -> nn.Module:
-    """Chapter 11's models: ``"none_init"`` (one vector, only as the decoder's first state), ``"none"``
+    """Chapter 11's and 12's models: ``"none_init"`` (one vector, only as the decoder's first state), ``"none"``
     (one vector, read at every step), ``"bahdanau"`` or ``"transformer"`` (``norm_first=False``: post-norm)."""
     src, tgt = len(data.src_vocab), len(data.tgt_vocab)
     if kind == "transformer":

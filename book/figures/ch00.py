@@ -15,19 +15,19 @@ PARTS = [
     ("III", [(5, "stacked attention (VQA)"), (6, "hierarchical attention")]),
     ("IV", [(7, "co-attention"), (8, "bilinear attention"), (9, "comparing, choosing")]),
     ("V", [(10, "attention at scale")]),
-    ("VI", [(11, "translation, the Transformer"), (12, "a decoder language model")]),
+    ("VI", [(11, "translation, Bahdanau attention"), (12, "the Transformer"), (13, "a decoder language model")]),
 ]
 ARTICLES = [
     ("000", "BiLSTM + differential\nattention", [1, 2, 4], ORANGE),
     ("001", "BiLSTM + multi-head\nself-attention", [1, 3], GREEN),
-    ("004", "stacked, hierarchical,\nbilinear (VQA)", [2, 5, 6, 7, 8, 9, 10, 11, 12], BLUE),
+    ("004", "stacked, hierarchical,\nbilinear (VQA)", [2, 5, 6, 7, 8, 9, 10, 11, 12, 13], BLUE),
 ]
 
 
 @figure("ch00_course_map")
 def course_map():
-    """Articles on the left, the thirteen chapters grouped by part on the right, an arrow per use."""
-    fig, ax = diagram_axes(8.5, 6.85, xlim=(0, 10.9), ylim=(-3.65, 10.6))
+    """Articles on the left, the fourteen chapters grouped by part on the right, an arrow per use."""
+    fig, ax = diagram_axes(8.5, 7.3, xlim=(0, 10.9), ylim=(-4.6, 10.6))
     # chapters, top to bottom, with a band per part
     y, rows = 10.0, {}
     for part, chapters in PARTS:
