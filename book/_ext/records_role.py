@@ -88,8 +88,8 @@ def render(text: str, used: list[Path] | None = None) -> str:
             if len(left) != 2 or len(right) != 2:
                 raise RecordError(f"expected '<experiment> <metric> {sign} <experiment> <metric>', got {text!r}")
             a, b = _stats(*left, used)[0], _stats(*right, used)[0]
-            if sign == "-":  # one decimal for BLEU-sized numbers, two for bits per byte or a loss
-                return f"{a - b:.{2 if max(abs(a), abs(b)) < 10 else 1}f}"
+            if sign == "-":  # one decimal for BLEU-sized numbers, two for bits per byte, a loss or a
+                return f"{a - b:.{2 if max(abs(a), abs(b)) < 10 or abs(a - b) < 0.1 else 1}f}"  # tiny gap
             if b == 0:
                 raise RecordError(f"{text!r}: the second mean is 0, no ratio")
             gain = 100 * (a / b - 1)
