@@ -286,6 +286,12 @@ VARIANTS = {
     # arithmetic, but keys and values are projected (and cached) for all heads, and the router added
     "wide": {"wide": True},  # the routed model's heads, all active: its parameters without the routing
 }
+def profile_sizes(profile: str, **changes) -> dict:
+    """``SIZES[profile]`` with ``changes``; a dry run may shorten the context (``runs.cap_length``)."""
+    sizes = SIZES[profile] | changes
+    return sizes | {"context": runs.cap_length(sizes["context"])}
+
+
 RECIPE = {"warmup": 100, "weight_decay": 0.1, "aux_weight": 0.01, "needle_fraction": 0.5, "n_needles": 3}
 LENGTHS = (1, 2, 4)  # evaluation lengths, in training contexts
 
@@ -337,7 +343,7 @@ def run_lm(ctx: RunContext, variant: str) -> dict:
     """Train one of chapter 13's decoders and score it: perplexity of the test reviews at 1, 2 and 4
     times the training context, needle accuracy by depth, cache size; for the base model also samples
     and the time of generating 512 tokens with and without the cache."""
-    sizes = SIZES[ctx.profile.name]
+    sizes = profile_sizes(ctx.profile.name)
     corpus = corpus_for(sizes)
     spec = needle_spec(corpus)
     torch.manual_seed(ctx.seed)
@@ -378,7 +384,7 @@ def run_lm(ctx: RunContext, variant: str) -> dict:
 def run_trigram(ctx: RunContext) -> dict:
     """The count-based baseline: an interpolated Kneser-Ney trigram of the same training tokens,
     scored on the same test tokens as the decoders (it has no seed: counting is deterministic)."""
-    sizes = SIZES[ctx.profile.name]
+    sizes = profile_sizes(ctx.profile.name)
     corpus = corpus_for(sizes)
     start = time.perf_counter()
     model = KneserNeyTrigram(corpus.train, corpus.vocab_size)
@@ -395,7 +401,7 @@ def run_trigram(ctx: RunContext) -> dict:
 def run_generation(ctx: RunContext) -> dict:
     """Time greedy generation of the base model's shape (untrained: speed does not depend on the
     weights) with and without the cache, and measure the cache of the MHSA, GQA and MQA shapes."""
-    sizes = SIZES[ctx.profile.name]
+    sizes = profile_sizes(ctx.profile.name)
     corpus = corpus_for(sizes)
     lengths = (64, 128, 256, 512) if runs.active() is None else (4,)
     prompt = corpus.encode(PROMPT)
@@ -454,7 +460,7 @@ def run_clean(ctx: RunContext, vocab: int) -> dict:
     """The base decoder trained on clean text (no needles) for ``CLEAN_STEPS``, its test perplexity and bits
     per byte at a vocabulary of ``vocab`` symbols, a curve of test bits per byte against tokens seen, and
     greedy and sampled continuations of ``PROMPTS``."""
-    sizes = SIZES[ctx.profile.name] | {"vocab": vocab, "steps": CLEAN_STEPS[ctx.profile.name]}
+    sizes = profile_sizes(ctx.profile.name, vocab=vocab, steps=CLEAN_STEPS[ctx.profile.name])
     corpus = corpus_for(sizes)
     windows = evaluation_windows(corpus.test, sizes["context"], evaluation_tokens(sizes, corpus))
     curve_windows = curve_windows_of(windows)
@@ -485,7 +491,7 @@ def run_clean(ctx: RunContext, vocab: int) -> dict:
 def run_clean_trigram(ctx: RunContext, vocab: int) -> dict:
     """The Kneser-Ney trigram at a vocabulary of ``vocab`` symbols, scored as :func:`run_clean` scores the
     decoder (same test windows): perplexity and bits per byte, and bits per byte on the curve's windows."""
-    sizes = SIZES[ctx.profile.name] | {"vocab": vocab}
+    sizes = profile_sizes(ctx.profile.name, vocab=vocab)
     corpus = corpus_for(sizes)
     windows = evaluation_windows(corpus.test, sizes["context"], evaluation_tokens(sizes, corpus))
     start = time.perf_counter()

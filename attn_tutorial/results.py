@@ -442,11 +442,12 @@ def book_experiments(profile: str | None = None) -> list[str]:
 
 
 def dry_run_one(name: str, profile: Profile, precision: str | None = None, seed: int = 0,
-                batch: int | None = None, examples: int | None = None) -> dict:
+                batch: int | None = None, examples: int | None = None, length: int | None = None) -> dict:
     """Dry-run one experiment; return its time, loop measurements and estimated real run time.
 
-    ``batch`` caps the profile's batch size and ``examples`` the data slice (CI uses both to stay
-    within its time budget; every other size stays the profile's). Estimates need neither.
+    ``batch`` caps the profile's batch size, ``examples`` the data slice and ``length`` a sequence
+    model's context (CI uses all three to stay within its time budget; every other size stays the
+    profile's). Estimates need none of them.
     """
     import dataclasses
 
@@ -455,7 +456,8 @@ def dry_run_one(name: str, profile: Profile, precision: str | None = None, seed:
     if batch is not None:
         profile = dataclasses.replace(profile, batch_size=min(profile.batch_size, batch))
     threads = torch.get_num_threads()
-    with _runs.dry_run(precision=precision, **({"max_examples": examples} if examples else {})) as state:
+    settings = {"max_examples": examples} if examples else {}
+    with _runs.dry_run(precision=precision, max_length=length, **settings) as state:
         start = time.perf_counter()
         run_experiment(name, profile, seed, progress=False, retrain=True)
         wall = time.perf_counter() - start

@@ -95,6 +95,7 @@ class DryRun:
     max_steps: int = 2  # iterations of a training loop
     max_eval_batches: int = 1  # iterations of an evaluation loop
     max_examples: int = 256  # rows of a dataset slice
+    max_length: int | None = None  # tokens of a sequence model's context (None: the profile's)
     precision: str | None = None  # "bf16" or "fp16": emulate a GPU's autocast on the CPU
     scale: float = 1.0  # full size / sliced size of the last data slice
     loops: list[LoopRecord] = field(default_factory=list)
@@ -180,6 +181,16 @@ def cap(n: int | None, available: int | None = None, what: str = "examples") -> 
     used = min(full, state.max_examples)
     state.scale = max(state.scale, full / max(used, 1))  # the training split is the largest slice
     return used
+
+
+def cap_length(n: int) -> int:
+    """A context length, cut to the dry run's ``max_length`` when one is set (else ``n`` unchanged):
+    the widths and depths stay the profile's, each step is shorter (CI's CPU dry runs in bfloat16,
+    whose matrix products this CPU runs about 20 times slower than float32)."""
+    state = active()
+    if state is None or state.max_length is None:
+        return n
+    return min(n, state.max_length)
 
 
 def epochs(n: int) -> int:

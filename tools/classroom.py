@@ -83,18 +83,41 @@ def nbgrader(course: Path, *args: str, timeout: float | None = None) -> subproce
     return subprocess.CompletedProcess(cmd, proc.returncode, out)
 
 
+RELEASE_CACHE = ROOT / "_build" / ".cache" / "student-versions"  # nbgrader's output, by its input's digest
+
+
+def _release_key(source_text: str) -> str:
+    import hashlib  # noqa: PLC0415
+    from importlib.metadata import version  # noqa: PLC0415
+
+    return hashlib.sha256(f"nbgrader {version('nbgrader')}\n{source_text}".encode()).hexdigest()[:20]
+
+
 def prepare_course(name: str, course: Path) -> Path:
     """Write the source notebook into an nbgrader course folder and let nbgrader write its student version.
-    No gradebook: the course grades with its own harness, and setting one up (alembic) took 7 of 11 s."""
+    No gradebook: the course grades with its own harness, and setting one up (alembic) took 7 of 11 s.
+    nbgrader's output is kept under ``RELEASE_CACHE`` by the digest of the assignment's source and nbgrader's
+    version: the same source is not converted twice (each conversion started nbgrader anew, about 5 s; the
+    test command converted each assignment twice)."""
     import jupytext  # noqa: PLC0415  (heavy import, only here)
 
     source = course / "source" / name / f"{name}.ipynb"
     source.parent.mkdir(parents=True, exist_ok=True)
     jupytext.write(jupytext.read(assignment_source(name)), source)
-    result = nbgrader(course, "generate_assignment", name, "--force", "--no-db")
     release = course / "release" / name / f"{name}.ipynb"
+    # keyed by the text source (the .ipynb written above gets new random cell ids each time)
+    cached = RELEASE_CACHE / f"{name}-{_release_key(assignment_source(name).read_text(encoding='utf-8'))}.ipynb"
+    if cached.is_file():
+        release.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(cached, release)
+        return release
+    result = nbgrader(course, "generate_assignment", name, "--force", "--no-db")
     if result.returncode != 0 or not release.is_file():
         raise SystemExit(f"nbgrader generate_assignment {name} failed:\n{result.stdout}")
+    RELEASE_CACHE.mkdir(parents=True, exist_ok=True)
+    partial = cached.with_name(f".{cached.name}.{os.getpid()}")  # written whole, then renamed: atomic
+    shutil.copyfile(release, partial)
+    os.replace(partial, cached)
     return release
 
 

@@ -173,6 +173,18 @@ def print_benchmarks(rows: list[dict]) -> list[dict]:
     return over
 
 
+def busy_core_seconds() -> float | None:
+    """Seconds of CPU time the whole machine has spent busy since boot (all cores; Linux's /proc/stat),
+    or None elsewhere. Two readings bound what a step cost: on two cores, a command that keeps the cores
+    busy for N core-seconds cannot take less than N / 2 seconds of wall time."""
+    try:
+        fields = Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]
+        user, nice, system, _idle, _iowait, irq, softirq, steal = (int(f) for f in fields[:8])
+    except (OSError, ValueError):
+        return None
+    return (user + nice + system + irq + softirq + steal) / os.sysconf("SC_CLK_TCK")
+
+
 def setup_seconds() -> float | None:
     """Seconds the Makefile's setup took, when this invocation of `make test` made the environment."""
     path = ROOT / ".venv" / ".setup-seconds"
@@ -204,6 +216,7 @@ def main(argv: list[str] | None = None) -> int:
 
     REPORTS.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
+    busy_at_start = busy_core_seconds()
     steps: list[tuple[str, float, bool]] = []
     totals = [0, 0, 0]
     bench_file = REPORTS / "benchmarks.jsonl"
@@ -285,7 +298,7 @@ def main(argv: list[str] | None = None) -> int:
 
     if args.bench:
         run("benchmark tests", pytest_unit[:4] + ["-m", "benchmark"] + pytest_unit[4:], env, unit_xml)
-        return report(steps, totals, unit_xml, None, bench_file, started)
+        return report(steps, totals, unit_xml, None, bench_file, started, busy_at_start)
 
     run("export check", [PY, "-m", "attn_tutorial.export", "--check"], env)
     # the Chinese edition follows the English (every message translated, faithfully): a single-threaded
@@ -315,7 +328,7 @@ def main(argv: list[str] | None = None) -> int:
         finish(translations)
     if quick_nbval is not None:
         finish(quick_nbval, nb_xml)
-        return report(steps, totals, unit_xml, nb_xml, bench_file, started)
+        return report(steps, totals, unit_xml, nb_xml, bench_file, started, busy_at_start)
 
     # Each notebook executes once: nbval runs it (two kernels side by side, one per core, each notebook's
     # cells on one worker) and writes every notebook that passed whole, with its outputs, into the strict
@@ -355,10 +368,11 @@ def main(argv: list[str] | None = None) -> int:
     finish(pdf_build)
     run("pdf check", [PY, "-m", "pytest", "tests", "-m", "pdf", "-q", "-p", "no:cacheprovider", *socket_guard,
                       f"--junitxml={pdf_xml}"], env_browser, pdf_xml)
-    return report(steps, totals, unit_xml, nb_xml, bench_file, started)
+    return report(steps, totals, unit_xml, nb_xml, bench_file, started, busy_at_start)
 
 
-def report(steps: list, totals: list, unit_xml: Path, nb_xml: Path | None, bench_file: Path, started: float) -> int:
+def report(steps: list, totals: list, unit_xml: Path, nb_xml: Path | None, bench_file: Path, started: float,
+           busy_at_start: float | None = None) -> int:
     """Print and write (``_build/test-reports/timings.json``) where the time went; the exit code."""
     notebooks = notebook_durations(nb_xml) if nb_xml is not None else {}
     if notebooks:
@@ -379,10 +393,17 @@ def report(steps: list, totals: list, unit_xml: Path, nb_xml: Path | None, bench
     print(f"  wall time of this command {wall:.0f} s" + (" (the translations check beside the unit tests, the "
                                                            "builds side by side, the PDF beside the Chinese build and "
                                                            "the browser check)" if side_by_side else ""))
+    busy_now = busy_core_seconds()
+    busy = None if busy_at_start is None or busy_now is None else busy_now - busy_at_start
+    if busy is not None:
+        cores = os.cpu_count() or 1
+        print(f"  the machine's cores were busy for {busy:.0f} core-seconds ({busy / max(wall, 1e-9) / cores:.0%} of "
+              f"{cores} cores over the wall time): no schedule of this work on {cores} cores ends before "
+              f"{busy / cores:.0f} s")
     passed, failed, skipped = totals
     print(f"\ncourse: {passed} passed, {failed} failed" + (f", {skipped} skipped" if skipped else ""))
     timings = {"steps": [{"step": n, "seconds": round(s, 1), "ok": ok} for n, s, ok in steps],
-               "wall_s": round(wall, 1), "slowest_unit_tests": [{"test": n, "seconds": s} for n, s in slowest],
+               "wall_s": round(wall, 1), "busy_core_s": None if busy is None else round(busy, 1), "slowest_unit_tests": [{"test": n, "seconds": s} for n, s in slowest],
                "notebooks_s": {k: round(v, 1) for k, v in sorted(notebooks.items())},
                "benchmarks": rows, "over_budget": [r["name"] for r in over],
                "passed": passed, "failed": failed, "skipped": skipped, "cores": os.cpu_count()}
