@@ -39,7 +39,7 @@ TITLE = {"en": "Attention, step by step", "zh_CN": "Attention, step by stepï¼ˆå¾
 
 # Before printing: typeset math, open every collapsed block (solutions, hidden cells), so the PDF
 # holds what the page holds.
-PREPARE_JS = """
+PREPARE_JS = r"""
 async () => {
   if (window.MathJax && MathJax.startup && MathJax.startup.promise) { await MathJax.startup.promise; }
   document.querySelectorAll('details').forEach(d => d.open = true);
