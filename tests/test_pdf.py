@@ -103,3 +103,45 @@ def test_each_theory_page_has_a_vector_figure(language):
         assert max(counts) >= VECTOR_FIGURE_PATHS, (
             f"{chapter!r} (pages {start + 1}-{end}): no page with a figure drawn as vectors "
             f"(most path objects on a page: {max(counts)})")
+
+
+def notebook_ranges(language: str) -> dict[str, range]:
+    """Each notebook's pages in the PDF: from its title to the next chapter's (the last notebook's, to
+    the end: a plot counted past it would only make the check stricter)."""
+    document, _, outline = read(language)
+    starts = [outline[squash(t)] for t in page_titles(CHAPTERS, language)]
+    ranges = {}
+    for index, (path, title) in enumerate(zip(NOTEBOOKS, page_titles(NOTEBOOKS, language))):
+        start = outline[squash(title)]
+        end = next((s for s in starts[index + 1:] if s > start), len(document))
+        ranges[path.stem] = range(start, end)
+    return ranges
+
+
+def site_plots(notebook: str, language: str) -> int | None:
+    """How many plots (PNG outputs, ``_images/*.png``) the site's page of ``notebook`` shows; None when
+    the site is not at hand (ATTN_SITE unset)."""
+    site = os.environ.get("ATTN_SITE")
+    if not site:
+        return None
+    page = Path(site) / ("" if language == "en" else "zh") / "notebooks" / f"{notebook}.html"
+    return len(re.findall(r'<img[^>]+src="\.\./_images/[^"]+\.png"', page.read_text(encoding="utf-8")))
+
+
+@pytest.mark.parametrize("language", ["en", "zh_CN"])
+def test_every_notebook_plot_is_printed_whole(language):
+    """Each notebook's plots are in the PDF, each as one image on one page: as many raster images in the
+    notebook's pages as the site's page shows plots. Fewer: a plot missing (a backend that draws
+    nothing); more: a plot taller than the paper sliced across two pages."""
+    document, _, _ = read(language)
+    if os.environ.get("ATTN_SITE") is None:
+        pytest.skip("ATTN_SITE is not set (the test command sets it to the site the PDF was printed from)")
+    wrong = {}
+    for notebook, pages in notebook_ranges(language).items():
+        printed = sum(1 for index in pages for item in document[index].get_objects(max_depth=8)
+                      if item.type == pdfium_raw.FPDF_PAGEOBJ_IMAGE)
+        shown = site_plots(notebook, language)
+        if printed != shown:
+            wrong[notebook] = f"{printed} images printed on pages {pages.start + 1}-{pages.stop}, {shown} plots on the site"
+    assert not wrong, wrong
+    assert sum(site_plots(n, language) for n in notebook_ranges(language)) >= len(NOTEBOOKS), "too few plots to check"
