@@ -3,6 +3,7 @@ ATTN_SITE (and ATTN_STUDENT_SITE) point at the built HTML."""
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 from pathlib import Path
@@ -129,3 +130,38 @@ def test_student_edition_hides_solutions():
     assert "expected number of" in full_html and "colliding pairs is" in full_html.replace("\n", " ")
     assert "colliding pairs is" not in student_html.replace("\n", " ")
     assert "Exercise" in student_html and "ex-00-hash" in student_html
+
+
+def test_the_pdf_link_leads_to_the_pdf_or_says_it_is_not_built():
+    """The introduction links to the PDF only where the PDF is beside the book (make pdf copies it there,
+    after make book); elsewhere the link becomes plain text, not a link to a missing file."""
+    from playwright.sync_api import sync_playwright
+
+    root = site("ATTN_SITE")
+    pdf = root / "attention-step-by-step.pdf"
+    assert not pdf.exists(), f"{pdf}: the test command's site has no PDF beside it (tools/pdf.py --no-publish)"
+
+    def intro(base, tab) -> tuple[int, list[str]]:
+        tab.goto(f"{base}/book/intro.html", wait_until="networkidle")
+        tab.wait_for_timeout(300)  # the check's HEAD request has been answered (networkidle); its handler ran
+        return tab.locator("a.course-pdf-link").count(), tab.locator("span.course-pdf-missing").all_text_contents()
+
+    with browser_check.serve(root) as base, sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=browser_check.find_chromium(), args=browser_check.CHROMIUM_ARGS)
+        try:
+            tab = browser.new_page()
+            links, missing = intro(base, tab)
+            assert links == 0 and missing == ["the whole book as a PDF"], (links, missing)
+            marker = root / "pdf.json"
+            assert json.loads(marker.read_text()) == {"pdf": False}, marker.read_text()
+            saved = marker.read_text()
+            pdf.write_bytes(b"%PDF-1.4\n%%EOF\n")  # a PDF beside the book, as make pdf leaves it: the link stays
+            marker.write_text('{"pdf": true}\n')
+            try:
+                links, missing = intro(base, tab)
+            finally:
+                pdf.unlink()
+                marker.write_text(saved)
+            assert links == 1 and missing == [], (links, missing)
+        finally:
+            browser.close()

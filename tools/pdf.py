@@ -189,6 +189,7 @@ def make_pdf(profile: str, languages: tuple[str, ...], out: Path, publish: bool 
         book = ROOT / "_build" / "html" / ("" if language == "en" else "zh")
         if publish and (book / "index.html").is_file():  # beside the HTML book, where the intro links to it
             shutil.copyfile(target, book / f"{NAME}.pdf")
+            (book / "pdf.json").write_text('{"pdf": true}\n')  # the intro's link to it shows (course_ext)
     return written
 
 

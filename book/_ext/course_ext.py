@@ -459,6 +459,17 @@ def _cached_default_settings() -> None:
     frontend.get_default_settings = get_default_settings
 
 
+PDF_NAME = "attention-step-by-step.pdf"  # beside each edition's root, where tools/pdf.py copies it
+PDF_MARKER = "pdf.json"  # beside it: {"pdf": true} once the PDF is there (tools/pdf.py writes it so)
+
+
+def write_pdf_marker(app: Sphinx, exception) -> None:
+    """Say beside the built edition whether its PDF is there (a rebuild keeps a PDF copied earlier)."""
+    if exception is None and app.builder.format == "html":
+        out = Path(app.outdir)
+        (out / PDF_MARKER).write_text(json.dumps({"pdf": (out / PDF_NAME).is_file()}) + "\n")
+
+
 def setup(app: Sphinx) -> dict:
     _fast_chinese_stem()
     _cached_default_settings()
@@ -481,6 +492,16 @@ def setup(app: Sphinx) -> dict:
     app.connect("env-updated", final_report)
     app.connect("html-page-context", notebook_links, priority=502)
     app.connect("html-page-context", language_switch, priority=503)
+    # the PDF is printed after the book (make pdf), and only then copied beside it: a link to it that
+    # would lead nowhere becomes plain text (a make book build without make pdf; the sentence around it
+    # says that make pdf makes it). Whether it is there is read from PDF_MARKER beside it (asking for the
+    # PDF itself would log a 404 on every page view of a book without it).
+    app.connect("build-finished", write_pdf_marker)
+    app.add_js_file(None, body="document.addEventListener('DOMContentLoaded', () => document.querySelectorAll("
+                    "'a.course-pdf-link').forEach(a => fetch(new URL('" + PDF_MARKER + "', a.href))"
+                    ".then(r => r.ok ? r.json() : {}).then(m => m.pdf === true).catch(() => false)"
+                    ".then(ok => { if (!ok) { const s = document.createElement('span'); s.className = 'course-pdf-missing'; "
+                    "s.textContent = a.textContent; a.replaceWith(s); } })));")
     # the theme opens header links in a new tab; the other edition of a page replaces this one
     app.add_js_file(None, body="document.addEventListener('DOMContentLoaded', () => document.querySelectorAll("
                     "'a.btn-language-switch-button').forEach(a => a.removeAttribute('target')));")
