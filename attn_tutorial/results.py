@@ -387,17 +387,21 @@ def comparison_table(names, metrics: tuple[str, ...] = ("accuracy", "f1")):
     return pd.concat(tables).reset_index().set_index(["experiment", "profile"])
 
 
-def provenance(name: str) -> list[str]:
-    """One line per recorded profile: seeds, versions, commit, date and the producing command."""
+def provenance(name: str, markdown: bool = False) -> list[str]:
+    """One line per recorded profile: seeds, versions, commit, date and the producing command.
+
+    Plain text, for ``print`` in a notebook; ``markdown`` puts the profile and the commands in code
+    spans (the results page displays the lines as Markdown)."""
+    code = (lambda text: f"`{text}`") if markdown else (lambda text: text)
     lines = []
     for rec in load_records(name):
         first = rec["runs"][0]
         lines.append(
-            f"`{rec['profile']}`: seeds {', '.join(map(str, rec['seeds']))} on {rec['device']}, "
+            f"{code(rec['profile'])}: seeds {', '.join(map(str, rec['seeds']))} on {rec['device']}, "
             f"torch {first['versions']['torch']}, commit {first.get('git_commit') or 'unknown'}, "
             f"{first['created'][:10]}; produced by "
-            + ", ".join(f"`{c}`" for c in (rec["produced_by"] if isinstance(rec["produced_by"], list)
-                                           else [rec["produced_by"]]))
+            + ", ".join(code(c) for c in (rec["produced_by"] if isinstance(rec["produced_by"], list)
+                                          else [rec["produced_by"]]))
         )
     return lines
 

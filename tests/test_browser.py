@@ -112,6 +112,28 @@ def test_checker_catches_raw_tex(tmp_path):
     assert any("not typeset" in p for p in report.problems)
 
 
+def test_checker_catches_an_equation_wider_than_the_column(tmp_path):
+    """Plant a display equation far wider than the text column into a built chapter page (its MathJax and
+    theme served from the built site): the checker must name it, with its width and TeX; the page's
+    own equations (all within the column) are not reported."""
+    built = site("ATTN_SITE")
+    html = (built / "chapters" / "00_setup.html").read_text(encoding="utf-8")
+    anchor = '<div class="math notranslate nohighlight">'
+    assert anchor in html
+    wide = " + ".join(f"x_{{{i}}} y_{{{i}}}" for i in range(60))
+    html = html.replace(anchor, f'{anchor}\\[{wide}\\]</div>\n{anchor}', 1)
+    (tmp_path / "chapters").mkdir()
+    (tmp_path / "chapters" / "planted.html").write_text(html, encoding="utf-8")
+    for shared in ("_static", "_images"):
+        if (built / shared).is_dir():
+            (tmp_path / shared).symlink_to((built / shared).resolve())
+    (tmp_path / "index.html").write_text("<html><body>index</body></html>")
+    (report,) = browser_check.check_site(tmp_path, pages=["chapters/planted.html"])
+    assert [m["tex"][:20] for m in report.wide_math] == [wide[:20]], report.wide_math
+    assert report.wide_math[0]["wide"] > 2 * report.wide_math[0]["column"]
+    assert any("wider than the text column" in p for p in report.problems)
+
+
 def test_checker_catches_external_requests_and_broken_images(tmp_path):
     (tmp_path / "index.html").write_text("<html><body>index</body></html>")
     (tmp_path / "page.html").write_text(
@@ -158,7 +180,7 @@ def test_the_pdf_link_leads_to_the_pdf_or_says_it_is_not_built():
             pdf.write_bytes(b"%PDF-1.4\n%%EOF\n")  # a PDF beside the book, as make pdf leaves it: the link stays
             marker.write_text('{"pdf": true}\n')
             try:
-                links, missing = intro(base, tab)
+                links, missing = intro(base, tab)  # the same tab: the marker is asked for again, not cached
             finally:
                 pdf.unlink()
                 marker.write_text(saved)

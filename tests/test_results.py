@@ -54,7 +54,9 @@ def test_write_record_summarises_seeds(toy_experiment):
     assert record["produced_by"] == "pytest" and record["seeds"] == [0, 1, 2]
     table = results.records_table(toy_experiment)
     assert list(table.index) == ["smoke"] and "±" in table.loc["smoke", "accuracy (%)"]
-    (line,) = results.provenance(toy_experiment)
+    (line,) = results.provenance(toy_experiment)  # plain text, as a notebook prints it
+    assert line.startswith("smoke: seeds 0, 1, 2 on cpu") and "produced by pytest" in line and "`" not in line
+    (line,) = results.provenance(toy_experiment, markdown=True)  # as the results page displays it
     assert line.startswith("`smoke`: seeds 0, 1, 2 on cpu") and "produced by `pytest`" in line
 
 

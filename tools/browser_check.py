@@ -51,6 +51,19 @@ MATH_STATE_JS = """
 })
 """
 
+# Display equations wider than the text column (at the page's viewport): on screen their right end hides
+# in a scroll box, in print it is shrunk to the paper. Each with its TeX (MathJax 3 keeps it).
+WIDE_MATH_JS = """
+() => {
+  const items = (window.MathJax && MathJax.startup && MathJax.startup.document)
+    ? Array.from(MathJax.startup.document.math) : [];
+  return items.filter(m => m.display && m.typesetRoot && m.typesetRoot.getClientRects().length > 0)
+    .map(m => ({tex: m.math.trim().replace(/\\s+/g, ' ').slice(0, 120),
+                wide: Math.ceil(m.typesetRoot.scrollWidth), column: Math.floor(m.typesetRoot.parentElement.clientWidth)}))
+    .filter(m => m.wide > m.column + 1);
+}
+"""
+
 IMAGES_JS = """
 () => Array.from(document.images).filter(img => !(img.complete && img.naturalWidth > 0)).map(img => img.src)
 """
@@ -89,6 +102,7 @@ class PageReport:
     screenshot: str | None = None
     lang: str = ""  # the page's <html lang>
     fonts: list = field(default_factory=list)  # with fonts_of: the fonts that drew its Chinese text
+    wide_math: list = field(default_factory=list)  # display equations wider than the column: {tex, wide, column}
 
     @property
     def problems(self) -> list[str]:
@@ -105,6 +119,10 @@ class PageReport:
         if self.untypeset_math:
             out.append(f"{len(self.untypeset_math)} of {self.math_count} equations not typeset "
                        f"(MathJax: {self.mathjax}), e.g. {self.untypeset_math[:3]}")
+        if self.wide_math:
+            out.append(f"{len(self.wide_math)} display equation(s) wider than the text column at 1280 px (break them, "
+                       f"e.g. with aligned): " + "; ".join(f"{m['wide']} px in {m['column']} px: {m['tex']}"
+                                                            for m in self.wide_math[:3]))
         return out
 
 
@@ -227,7 +245,7 @@ def check_site(site: str | Path, pages: list[str] | None = None, chromium: str |
     with serve(site) as base, sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path=chromium or find_chromium(), args=CHROMIUM_ARGS)
         try:
-            context = browser.new_context()
+            context = browser.new_context(viewport={"width": 1280, "height": 900})  # a desktop reader
             for rel in pages:
                 report = PageReport(rel)
                 page = context.new_page()
@@ -244,6 +262,7 @@ def check_site(site: str | Path, pages: list[str] | None = None, chromium: str |
                 report.math_count = len(states)
                 report.untypeset_math = [s["text"] for s in states if s["raw"] or not s["rendered"]]
                 report.broken_images = page.evaluate(IMAGES_JS)
+                report.wide_math = page.evaluate(WIDE_MATH_JS)
                 report.figures = page.evaluate(FIGURES_JS)
                 report.lang = page.evaluate("() => document.documentElement.lang")
                 if fonts_of:

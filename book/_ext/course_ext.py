@@ -495,10 +495,11 @@ def setup(app: Sphinx) -> dict:
     # the PDF is printed after the book (make pdf), and only then copied beside it: a link to it that
     # would lead nowhere becomes plain text (a make book build without make pdf; the sentence around it
     # says that make pdf makes it). Whether it is there is read from PDF_MARKER beside it (asking for the
-    # PDF itself would log a 404 on every page view of a book without it).
+    # PDF itself would log a 404 on every page view of a book without it), asked for again each time (a
+    # copy cached before make pdf would hide the link after it).
     app.connect("build-finished", write_pdf_marker)
     app.add_js_file(None, body="document.addEventListener('DOMContentLoaded', () => document.querySelectorAll("
-                    "'a.course-pdf-link').forEach(a => fetch(new URL('" + PDF_MARKER + "', a.href))"
+                    "'a.course-pdf-link').forEach(a => fetch(new URL('" + PDF_MARKER + "', a.href), {cache: 'no-cache'})"
                     ".then(r => r.ok ? r.json() : {}).then(m => m.pdf === true).catch(() => false)"
                     ".then(ok => { if (!ok) { const s = document.createElement('span'); s.className = 'course-pdf-missing'; "
                     "s.textContent = a.textContent; a.replaceWith(s); } })));")
