@@ -122,6 +122,9 @@ def dry_run(precision: str | None = None, **settings):
     """
     if precision is not None and precision not in PRECISIONS:
         raise ValueError(f"precision must be one of {PRECISIONS} or None, got {precision!r}")
+    length = settings.get("max_length")
+    if length is not None and (not isinstance(length, int) or isinstance(length, bool) or length < 1):
+        raise ValueError(f"max_length must be a positive number of tokens or None, got {length!r}")
     state = DryRun(precision=precision, **settings)
     token = _ACTIVE.set(state)
     saved = os.environ.get("ATTN_AUTOCAST")

@@ -1,8 +1,9 @@
 """The ``full`` profile, proven on a CPU before a GPU sees it: every registered experiment runs its
 model, data pipeline and loops at the full profile's sizes (two optimisation steps, batches of 2,
 a 64-row data slice, contexts of at most 128 tokens) under bfloat16 autocast, then one experiment per
-model family under float16 with a gradient scaler (GPUs without bfloat16: Colab's T4, for one). Its time is a benchmark, reported
-against a budget (``make bench``), never asserted: a busy machine must not fail the test."""
+model family under float16 with a gradient scaler (GPUs without bfloat16: Colab's T4, for one). Its
+time is a benchmark, reported against a budget (``make bench``), never asserted: a busy machine must
+not fail the test."""
 
 from __future__ import annotations
 

@@ -241,6 +241,18 @@ def test_autocast_can_be_forced_and_rejects_unknown_values(monkeypatch):
         autocast_dtype(cpu)
 
 
+def test_dry_run_caps_a_context_length_and_rejects_a_bad_cap():
+    assert runs.cap_length(256) == 256  # no dry run: unchanged
+    with runs.dry_run(max_length=128):
+        assert runs.cap_length(256) == 128 and runs.cap_length(64) == 64
+    with runs.dry_run():
+        assert runs.cap_length(256) == 256  # no cap set
+    for bad in (0, -5, 12.5, True, "128"):
+        with pytest.raises(ValueError, match="max_length must be a positive number of tokens"):
+            with runs.dry_run(max_length=bad):
+                pass
+
+
 @pytest.mark.parametrize("precision", [None, "bf16", "fp16"])
 def test_dry_run_takes_two_steps_under_the_requested_precision(precision):
     train_set, val_set = batches()
