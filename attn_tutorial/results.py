@@ -225,6 +225,10 @@ def summarise(runs: list[dict]) -> dict:
     summary = {}
     for key in runs[0]["metrics"]:
         values = [r["metrics"][key] for r in runs if isinstance(r["metrics"].get(key), (int, float))]
+        if any(not math.isfinite(v) for v in values):
+            bad = [r.get("seed") for r in runs if not math.isfinite(r["metrics"].get(key, 0.0))]
+            raise ValueError(f"metric {key!r} is not a finite number in seed(s) {bad}: an experiment must "
+                             f"record a number (or leave the metric out), not NaN or infinity")
         if len(values) == len(runs):
             summary[key] = {
                 "mean": statistics.fmean(values),

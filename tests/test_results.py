@@ -135,3 +135,11 @@ def test_per_seed_tables_of_the_results_page_match_the_records():
     assert results_tables.render(text) == text, "run python tools/results_tables.py"
     changed = text.replace("<!-- end per-seed -->", "| `x` | 9 | 1.0 |\n<!-- end per-seed -->", 1)
     assert results_tables.render(changed) != changed  # a hand-edited table is caught
+
+
+def test_a_metric_that_is_not_a_number_is_refused_by_name():
+    from attn_tutorial.results import summarise
+
+    runs = [{"seed": 0, "metrics": {"loss": 1.0, "step": 3.0}}, {"seed": 1, "metrics": {"loss": 2.0, "step": float("nan")}}]
+    with pytest.raises(ValueError, match=r"metric 'step' is not a finite number in seed\(s\) \[1\]"):
+        summarise(runs)

@@ -15,7 +15,8 @@ PARTS = [
     ("III", [(5, "stacked attention (VQA)"), (6, "hierarchical attention")]),
     ("IV", [(7, "co-attention"), (8, "bilinear attention"), (9, "comparing, choosing")]),
     ("V", [(10, "attention at scale")]),
-    ("VI", [(11, "translation, Bahdanau attention"), (12, "the Transformer"), (13, "a decoder language model")]),
+    ("VI", [(11, "translation, Bahdanau attention"), (12, "the Transformer"), (13, "a decoder language model"),
+            (14, "recall, induction heads")]),
 ]
 ARTICLES = [
     ("000", "BiLSTM + differential\nattention", [1, 2, 4], ORANGE),
@@ -26,7 +27,7 @@ ARTICLES = [
 
 @figure("ch00_course_map")
 def course_map():
-    """Articles on the left, the fourteen chapters grouped by part on the right, an arrow per use."""
+    """Articles on the left, the fifteen chapters grouped by part on the right, an arrow per use."""
     fig, ax = diagram_axes(8.5, 7.3, xlim=(0, 10.9), ylim=(-4.6, 10.6))
     # chapters, top to bottom, with a band per part
     y, rows = 10.0, {}
