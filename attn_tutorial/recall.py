@@ -248,6 +248,8 @@ MQAR_SIZES = {
 def run_mqar(ctx: RunContext) -> dict:
     """Every mixer at every width: accuracy, in-context rate, parameters and state numbers."""
     sizes = MQAR_SIZES[ctx.profile.name]
+    if ctx.dry_run:  # the narrowest and the widest model: the code path, not the numbers
+        sizes = {**sizes, "widths": (sizes["widths"][0], sizes["widths"][-1])}
     length = runs.cap_length(sizes["length"])
     n_pairs = min(sizes["n_pairs"], length // 3)
     metrics = {}
@@ -460,6 +462,8 @@ def noisy_recall(ctx: RunContext, lr: float) -> dict:
     """Every model of ``NOISY_MODELS`` at every noise level: accuracy, the attention's share on the
     answer, parameters, and DIFF's learned lambda (last layer)."""
     sizes = NOISY_SIZES[ctx.profile.name]
+    if ctx.dry_run:  # the lowest and the highest noise: the code path, not the numbers
+        sizes = {**sizes, "noise": (sizes["noise"][0], sizes["noise"][-1])}
     metrics = {}
     for noise in sizes["noise"]:
         tag = f"p{round(100 * noise)}"
