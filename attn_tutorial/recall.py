@@ -190,8 +190,8 @@ def train_recall(mixer: str, dim: int, n_pairs: int, length: int, steps: int, se
     """Train a :class:`RecallLM` on MQAR with AdamW and a one-cycle schedule; the loss counts the
     queried positions only. ``noise``: a fraction of noise tokens among the pairs
     (:func:`noisy_mqar_batch`; the vocabulary then has the noise symbols too). Returns the model (eval
-    mode) and ``[(step, held-out accuracy), ...]`` every ``log_every`` steps (none when 0; clean data
-    only). The seed fixes the weights and the stream of batches."""
+    mode) and ``[(step, held-out accuracy on 256 rows), ...]`` every ``log_every`` steps (none when 0).
+    The seed fixes the weights and the stream of batches."""
     _check_count("steps", steps)
     device = torch.device(device or "cpu")
     torch.manual_seed(seed)
@@ -212,8 +212,11 @@ def train_recall(mixer: str, dim: int, n_pairs: int, length: int, steps: int, se
         loss.backward()
         optimizer.step()
         schedule.step()
-        if log_every and noise is None and (step + 1) % log_every == 0:
-            curve.append((step + 1, evaluate_recall(model, n_pairs, length, size=256, seed=seed)["accuracy"]))
+        if log_every and (step + 1) % log_every == 0:
+            scores = (evaluate_recall(model, n_pairs, length, size=256, seed=seed, n_keys=n_keys, n_values=n_values)
+                      if noise is None else
+                      evaluate_noisy(model, n_pairs, length, noise, size=256, seed=seed, n_keys=n_keys, n_values=n_values))
+            curve.append((step + 1, scores["accuracy"]))
             model.train()
     return model.eval(), curve
 
@@ -432,9 +435,10 @@ def noisy_mqar_batch(batch: int, n_pairs: int, length: int, n_keys: int, n_value
 @torch.no_grad()
 def evaluate_noisy(model: RecallLM, n_pairs: int, length: int, noise: float, size: int = 1024, seed: int = 0,
                    n_keys: int = 64, n_values: int = 64) -> dict:
-    """Accuracy on held-out noisy rows, and ``answer_mass``: the share of the last layer's absolute
-    attention weight, at each query, that lies on the value asked for (averaged over heads and
-    queries; absolute values, since a differential map has negative weights)."""
+    """Accuracy on held-out noisy rows, and ``answer_mass``: the share of a layer's absolute attention
+    weight, at each query, that lies on the value asked for (averaged over heads and queries; absolute
+    values, since a differential map has negative weights), in the layer where it is largest
+    (``answer_layer``, from 1): the layer that does the lookup."""
     model.eval()
     device = next(model.parameters()).device
     generator = torch.Generator().manual_seed(1_000_003 + seed)
@@ -442,11 +446,14 @@ def evaluate_noisy(model: RecallLM, n_pairs: int, length: int, noise: float, siz
                                                                    noise, generator))
     logits, maps = model(ids, need_weights=True)
     asked = targets != IGNORE  # (B, T)
-    weights = maps[-1].abs()  # (B, H, T, T)
-    share = weights.gather(-1, answer.clamp(min=0)[:, None, :, None].expand(-1, weights.shape[1], -1, 1)).squeeze(-1)
-    share = share / weights.sum(-1)  # (B, H, T)
+    shares = []
+    for weights in maps:
+        weights = weights.abs()  # (B, H, T, T)
+        share = weights.gather(-1, answer.clamp(min=0)[:, None, :, None].expand(-1, weights.shape[1], -1, 1)).squeeze(-1)
+        shares.append((share / weights.sum(-1)).mean(1)[asked].mean().item())  # heads, then queries
+    layer = max(range(len(shares)), key=shares.__getitem__)
     return {"accuracy": (logits.argmax(-1) == targets)[asked].float().mean().item(),
-            "answer_mass": share.mean(1)[asked].mean().item()}
+            "answer_mass": shares[layer], "answer_layer": layer + 1}
 
 
 NOISY_SIZES = {
@@ -460,25 +467,32 @@ NOISY_MODELS = {"softmax2": ("softmax", 2), "softmax1": ("softmax", 1), "diff": 
 
 def noisy_recall(ctx: RunContext, lr: float) -> dict:
     """Every model of ``NOISY_MODELS`` at every noise level: accuracy, the attention's share on the
-    answer, parameters, and DIFF's learned lambda (last layer)."""
+    answer (in the layer that looks it up), the steps to 90 % accuracy and the learning curve,
+    parameters, and DIFF's learned lambda (last layer)."""
     sizes = NOISY_SIZES[ctx.profile.name]
     if ctx.dry_run:  # the lowest and the highest noise: the code path, not the numbers
         sizes = {**sizes, "noise": (sizes["noise"][0], sizes["noise"][-1])}
-    metrics = {}
+    metrics, curves = {}, {}
     for noise in sizes["noise"]:
         tag = f"p{round(100 * noise)}"
         for name, (mixer, heads) in NOISY_MODELS.items():
-            model, _ = train_recall(mixer, sizes["dim"], sizes["n_pairs"], sizes["length"], sizes["steps"], ctx.seed,
-                                    heads=heads, lr=lr, noise=noise, device=ctx.device)
+            model, curve = train_recall(mixer, sizes["dim"], sizes["n_pairs"], sizes["length"], sizes["steps"],
+                                        ctx.seed, heads=heads, lr=lr, noise=noise, device=ctx.device, log_every=50)
             scores = evaluate_noisy(model, sizes["n_pairs"], sizes["length"], noise,
                                     runs.cap(sizes["eval_size"], what="examples"), ctx.seed)
             metrics[f"accuracy_{name}_{tag}"] = scores["accuracy"]
             metrics[f"answer_mass_{name}_{tag}"] = scores["answer_mass"]
+            metrics[f"answer_layer_{name}_{tag}"] = float(scores["answer_layer"])
+            # steps to 90 % held-out accuracy (the run's length when never reached: censored, flagged)
+            reached = [step for step, accuracy in curve if accuracy >= 0.9]
+            metrics[f"steps_to_90_{name}_{tag}"] = float(reached[0] if reached else sizes["steps"])
+            metrics[f"reached_90_{name}_{tag}"] = float(bool(reached))
+            curves[f"{name}_{tag}"] = [[step, round(accuracy, 4)] for step, accuracy in curve]
             metrics[f"params_{name}"] = sum(p.numel() for p in model.parameters())
             if mixer == "diff":
                 metrics[f"lambda_diff_{tag}"] = model.blocks[-1].mixer.lam().item()
     return {"metrics": metrics, "extra": {**sizes, "lr": lr, "models": NOISY_MODELS, "layers": 2, "batch": 64,
-                                          "n_keys": 64, "n_values": 64, "n_noise": N_NOISE}}
+                                          "n_keys": 64, "n_values": 64, "n_noise": N_NOISE, "curves": curves}}
 
 
 @experiment("ch14_noisy_recall", "noisy associative recall: softmax (two heads, one head) and differential "
