@@ -110,7 +110,8 @@ class ShortConv(nn.Module):
 
 
 class RecallBlock(nn.Module):
-    """Pre-norm block: ``x + mixer(conv(norm(x)))`` then ``x + mlp(norm(x))`` (each optional but the mixer).
+    """Pre-norm block: ``h = norm(x)``, ``h + conv(h)``, then ``x + mixer(...)`` and ``x + mlp(norm(x))``
+    (the convolution and the MLP optional).
     ``mixer``: ``"softmax"`` (``heads`` heads, rotary), ``"diff"`` (``heads // 2`` DIFF heads) or ``"linear"``."""
 
     def __init__(self, mixer: str, dim: int, heads: int, layer: int, mlp: bool = True, conv: bool = True):
@@ -399,7 +400,7 @@ def run_induction(ctx: RunContext) -> dict:
         with torch.no_grad():
             first, repeat = halves_loss(model(ids)[0], ids, n)
         scores = head_scores(model, ids, n)
-        layer, head = divmod(scores["induction"].argmax().item(), model.heads)
+        layer, head = layers - 1, scores["induction"][-1].argmax().item()  # the last layer's best induction head
         with torch.no_grad(), ablated(model, layer, head):
             repeat_ablated = halves_loss(model(ids)[0], ids, n)[1].item()
         metrics |= {f"first_loss_L{layers}": first.item(), f"repeat_loss_L{layers}": repeat.item(),

@@ -5,6 +5,7 @@ them from ``book/results/`` at build time, and the claims a role cannot express 
 from __future__ import annotations
 
 import json
+import math
 import re
 import shutil
 import statistics
@@ -201,3 +202,18 @@ def test_chapter_13s_claims_about_seeds_match_the_records():
     near = [(name, seed) for name in others for seed, value in enumerate(metric(name, "needle_mean"))
             if value >= chance + 0.02]
     assert near == [("ch13_moh", above[0])]  # the routed seed above
+
+
+def test_chapter_14s_induction_claims_match_the_records():
+    flat = " ".join((ROOT / "chapters" / "14_recall.md").read_text().split())
+    first, repeat = metric("ch14_induction", "first_loss_L2"), metric("ch14_induction", "repeat_loss_L2")
+    assert "Two layers form the circuit, on every seed; one layer cannot." in flat
+    assert all(r < 0.06 * f for r, f in zip(repeat, first))  # "5 % of their first-copy loss"
+    assert "5 % of their first-copy loss" in flat and all(0.045 < r / f < 0.055 for r, f in zip(repeat, first))
+    assert all(value > 0.6 for value in metric("ch14_induction", "previous_token_L2"))
+    assert all(value > 0.85 for value in metric("ch14_induction", "induction_L2"))
+    assert all(value > 3.0 for value in metric("ch14_induction", "repeat_loss_L1"))  # "far from zero"
+    assert all(value < math.log(64) for value in metric("ch14_induction", "repeat_loss_L1"))  # "below ln 64"
+    assert "at step 350 or 375 of 1,200" in flat
+    assert set(metric("ch14_induction", "phase_step_L2")) <= {350.0, 375.0}
+    assert all(metric("ch14_induction", "phase_reached_L2"))

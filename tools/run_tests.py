@@ -53,7 +53,7 @@ INLINE_BACKEND = "module://matplotlib_inline.backend_inline"  # the book's (tool
 NOTEBOOK_SECONDS = {"03_multihead_self_attention": 67, "09_comparison": 38, "13_decoder_lm": 31, "11_translation": 28, "12_transformer": 20,
                     "01_text_bilstm": 26, "02_attention_pooling": 25, "05_stacked_attention": 21,
                     "06_hierarchical_attention": 18, "10_attention_at_scale": 17, "04_differential_attention": 16,
-                    "00_setup": 13, "07_co_attention": 12, "08_bilinear_attention": 11}
+                    "00_setup": 13, "07_co_attention": 12, "08_bilinear_attention": 11, "14_recall": 18}
 
 
 def env_offline() -> dict:

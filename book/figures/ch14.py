@@ -91,13 +91,21 @@ def results_mqar_figure():
             seed_dots(ax, x, v, colour, width=0.06 * x, mean=True, size=14)
         state = [rec["summary"][f"state_{mixer}_d{d}"]["mean"] for d in widths]
         bx.plot(widths, state, color=colour, marker="o", markersize=4, label=label)
+    long = record("ch14_mqar_long")  # the narrowest width, three times the steps: hollow markers
+    for shift, mixer in zip((0.93, 1.0), long["runs"][0]["extra"]["mixers"]):
+        colour = model_colour(MIXER_MODELS[mixer][0])
+        for value in seeds("ch14_mqar_long", f"accuracy_{mixer}_d{widths[0]}"):
+            ax.scatter([widths[0] * shift * 0.8], [value], s=22, facecolors="none", edgecolors=colour, zorder=4)
+    ax.annotate(f"{long['runs'][0]['extra']['steps']:,} steps", xy=(widths[0] * 0.75, 50), fontsize=8, color=GREY,
+                ha="right", va="center")
     ax.axhline(100 / extra["n_values"], color=GREY, linestyle=":", linewidth=1)
-    ax.text(widths[0] * 0.85, 100 / extra["n_values"] + 2, "chance", fontsize=8, color=GREY)
+    ax.text(widths[-1] * 0.9, 100 / extra["n_values"] + 2, "chance", fontsize=8, color=GREY, ha="right")
     for axis in (ax, bx):
         axis.set_xscale("log", base=2)
         axis.set_xticks(widths, [str(d) for d in widths])
         axis.minorticks_off()
         axis.set_xlabel("model width $D$")
+    ax.set_xlim(widths[0] * 0.55, widths[-1] * 1.25)
     ax.set_ylabel("queries answered (%)")
     ax.set_title(f"MQAR, {extra['n_pairs']} pairs in {extra['length']} tokens ({len(rec['seeds'])} seeds)", fontsize=10)
     ax.legend(fontsize=8, frameon=False, loc="center right")
@@ -125,5 +133,41 @@ def results_induction_figure():
     ax.set_ylabel("loss on the repeat (nats)")
     ax.set_title(f"repeated random tokens, attention only ({len(rec['seeds'])} seeds)", fontsize=10)
     ax.legend(fontsize=8, frameon=False, loc="lower left")
+    fig.tight_layout()
+    return fig
+
+
+@figure("ch14_results_noisy")
+def results_noisy_figure():
+    """Noisy recall: accuracy against the noise fraction (a dot per seed), and the learning curves at
+    the middle noise level (a line per seed), softmax (two heads, one head) and differential attention."""
+    rec = record("ch14_noisy_recall")
+    extra = rec["runs"][0]["extra"]
+    levels = list(extra["noise"])
+    middle = levels[len(levels) // 2]
+    models = (("softmax2", "mhsa", "softmax, 2 heads", -0.025, "-"), ("softmax1", "mhsa", "softmax, 1 head", 0.0, "--"),
+              ("diff", "diff", "DIFF, 1 head (2 maps)", 0.025, "-"))
+    fig, (ax, bx) = plt.subplots(1, 2, figsize=(9.0, 3.0))
+    ax.set_ylim(0, 102)
+    bx.set_ylim(0, 102)
+    for name, model, label, shift, style in models:
+        colour = model_colour(model)
+        values = [seeds("ch14_noisy_recall", f"accuracy_{name}_p{round(100 * p)}") for p in levels]
+        xs = [p + shift for p in levels]
+        ax.plot(xs, [np.mean(v) for v in values], color=colour, linewidth=1.2, linestyle=style, label=label)
+        for x, v in zip(xs, values):
+            seed_dots(ax, x, v, colour, width=0.018, mean=False, size=12, marker="s" if name == "softmax1" else "o")
+        for i, run in enumerate(rec["runs"]):
+            curve = np.array(run["extra"]["curves"][f"{name}_p{round(100 * middle)}"])
+            bx.plot(curve[:, 0], 100 * curve[:, 1], color=colour, linestyle=style, linewidth=0.9, alpha=0.8,
+                    label=label if i == 0 else None)
+    ax.set_xticks(levels, [f"{p:g}" for p in levels])
+    ax.set_xlabel("noise fraction $p$ of the context")
+    ax.set_ylabel("queries answered (%)")
+    ax.set_title(f"noisy recall ({len(rec['seeds'])} seeds, lr {extra['lr']:g})", fontsize=10)
+    ax.legend(fontsize=8, frameon=False, loc="center left")
+    bx.set_xlabel("training step")
+    bx.set_ylabel("held-out accuracy (%)")
+    bx.set_title(f"learning at $p = {middle:g}$, a line per seed", fontsize=10)
     fig.tight_layout()
     return fig
