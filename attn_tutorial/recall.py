@@ -255,6 +255,14 @@ MQAR_LONG_SIZES = {
 }
 
 
+# The narrowest width with twice the pairs (and twice the length): more pairs than a head has dimensions
+MQAR_PAIRS_SIZES = {
+    "smoke": {"widths": (32,), "n_pairs": 8, "length": 32, "steps": 20, "eval_size": 64, "mixers": ("softmax", "linear")},
+    "cpu": {"widths": (32,), "n_pairs": 32, "length": 128, "steps": 1500, "eval_size": 1024, "mixers": ("softmax", "linear")},
+    "full": {"widths": (32,), "n_pairs": 64, "length": 256, "steps": 12000, "eval_size": 4096, "mixers": ("softmax", "linear")},
+}
+
+
 @experiment("ch14_mqar", "multi-query associative recall: softmax, linear and differential attention at "
             "several widths, accuracy and state size, chapter 14")
 def run_mqar(ctx: RunContext) -> dict:
@@ -265,6 +273,12 @@ def run_mqar(ctx: RunContext) -> dict:
             "attention trained three times longer, with learning curves, chapter 14")
 def run_mqar_long(ctx: RunContext) -> dict:
     return mqar_sweep(ctx, MQAR_LONG_SIZES[ctx.profile.name], log_every=100)
+
+
+@experiment("ch14_mqar_pairs32", "multi-query associative recall with 32 pairs in 128 tokens at the narrowest "
+            "width, softmax and linear attention, with learning curves, chapter 14")
+def run_mqar_pairs(ctx: RunContext) -> dict:
+    return mqar_sweep(ctx, MQAR_PAIRS_SIZES[ctx.profile.name], log_every=100)
 
 
 def mqar_sweep(ctx: RunContext, sizes: dict, log_every: int = 0) -> dict:
