@@ -217,3 +217,27 @@ def test_chapter_14s_induction_claims_match_the_records():
     assert "at step 350 or 375 of 1,200" in flat
     assert set(metric("ch14_induction", "phase_step_L2")) <= {350.0, 375.0}
     assert all(metric("ch14_induction", "phase_reached_L2"))
+
+
+def test_chapter_14s_noisy_recall_claims_match_the_records():
+    flat = " ".join((ROOT / "chapters" / "14_recall.md").read_text().split())
+    noisy = runs("ch14_noisy_recall")
+    assert len(noisy) == 5 and "five seeds at $3 \\times 10^{-3}$, three at $10^{-3}$" in flat
+    assert "every DIFF model passed 90 % of held-out queries by step 250 to 350" in flat
+    assert all(r["metrics"]["reached_90_diff_p0"] == 1.0 and 250 <= r["metrics"]["steps_to_90_diff_p0"] <= 350 for r in noisy)
+    assert "softmax passed it on three seeds of five with two heads and two with one head" in flat
+    assert sum(r["metrics"]["reached_90_softmax2_p0"] for r in noisy) == 3
+    assert sum(r["metrics"]["reached_90_softmax1_p0"] for r in noisy) == 2
+    assert "at $p = 0.7$ none reaches 90 %" in flat
+    assert not any(r["metrics"][f"reached_90_{m}_p70"] for r in noisy for m in ("softmax1", "softmax2", "diff"))
+    assert "(one head: 73 to 90 % at $p = 0$) as DIFF's (69 to 75 %)" in flat
+    learned = [r["metrics"]["answer_mass_softmax1_p0"] for r in noisy if r["metrics"]["accuracy_softmax1_p0"] > 0.8]
+    assert len(learned) == 3 and 0.725 <= min(learned) and max(learned) < 0.905
+    diff_mass = [r["metrics"]["answer_mass_diff_p0"] for r in noisy]
+    assert 0.685 <= min(diff_mass) and max(diff_mass) < 0.755
+    assert "Its $\\lambda$ stayed between 0.4 and 0.84 on every run" in flat
+    lambdas = [v for r in noisy for k, v in r["metrics"].items() if k.startswith("lambda_")]
+    assert 0.4 <= min(lambdas) and max(lambdas) <= 0.84
+    slow = runs("ch14_noisy_recall_lr1e3")
+    assert len(slow) == 3 and "none above 11 % on any seed, three seeds" in flat
+    assert max(v for r in slow for k, v in r["metrics"].items() if k.startswith("accuracy_")) < 0.11

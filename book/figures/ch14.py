@@ -91,13 +91,13 @@ def results_mqar_figure():
             seed_dots(ax, x, v, colour, width=0.06 * x, mean=True, size=14)
         state = [rec["summary"][f"state_{mixer}_d{d}"]["mean"] for d in widths]
         bx.plot(widths, state, color=colour, marker="o", markersize=4, label=label)
-    long = record("ch14_mqar_long")  # the narrowest width, three times the steps: hollow markers
-    for shift, mixer in zip((0.93, 1.0), long["runs"][0]["extra"]["mixers"]):
+    long = record("ch14_mqar_long")  # the narrowest width, three times the steps: hollow markers to its left
+    x_long = widths[0] * 0.72
+    for shift, mixer in zip((0.96, 1.04), long["runs"][0]["extra"]["mixers"]):
         colour = model_colour(MIXER_MODELS[mixer][0])
         for value in seeds("ch14_mqar_long", f"accuracy_{mixer}_d{widths[0]}"):
-            ax.scatter([widths[0] * shift * 0.8], [value], s=22, facecolors="none", edgecolors=colour, zorder=4)
-    ax.annotate(f"{long['runs'][0]['extra']['steps']:,} steps", xy=(widths[0] * 0.75, 50), fontsize=8, color=GREY,
-                ha="right", va="center")
+            ax.scatter([x_long * shift], [value], s=22, facecolors="none", edgecolors=colour, zorder=4)
+    ax.text(x_long, 80, f"{long['runs'][0]['extra']['steps']:,}\nsteps", fontsize=8, color=GREY, ha="center", va="top")
     ax.axhline(100 / extra["n_values"], color=GREY, linestyle=":", linewidth=1)
     ax.text(widths[-1] * 0.9, 100 / extra["n_values"] + 2, "chance", fontsize=8, color=GREY, ha="right")
     for axis in (ax, bx):
@@ -105,13 +105,13 @@ def results_mqar_figure():
         axis.set_xticks(widths, [str(d) for d in widths])
         axis.minorticks_off()
         axis.set_xlabel("model width $D$")
-    ax.set_xlim(widths[0] * 0.55, widths[-1] * 1.25)
+    ax.set_xlim(widths[0] * 0.6, widths[-1] * 1.25)
     ax.set_ylabel("queries answered (%)")
     ax.set_title(f"MQAR, {extra['n_pairs']} pairs in {extra['length']} tokens ({len(rec['seeds'])} seeds)", fontsize=10)
-    ax.legend(fontsize=8, frameon=False, loc="center right")
+    ax.legend(fontsize=8, frameon=False, loc="lower right", bbox_to_anchor=(1.0, 0.12))
     bx.set_yscale("log")
     bx.set_ylabel("numbers carried (both layers)")
-    bx.set_title(f"state at the last position ($t = {extra['length']}$)", fontsize=10)
+    bx.set_title(f"state at the last position ($t = {extra['length']}$; softmax = DIFF)", fontsize=10)
     fig.tight_layout()
     return fig
 
@@ -165,9 +165,9 @@ def results_noisy_figure():
     ax.set_xlabel("noise fraction $p$ of the context")
     ax.set_ylabel("queries answered (%)")
     ax.set_title(f"noisy recall ({len(rec['seeds'])} seeds, lr {extra['lr']:g})", fontsize=10)
-    ax.legend(fontsize=8, frameon=False, loc="center left")
+    fig.legend(*ax.get_legend_handles_labels(), fontsize=8, frameon=False, loc="upper center", ncol=3)
     bx.set_xlabel("training step")
     bx.set_ylabel("held-out accuracy (%)")
     bx.set_title(f"learning at $p = {middle:g}$, a line per seed", fontsize=10)
-    fig.tight_layout()
+    fig.tight_layout(rect=(0, 0, 1, 0.9))
     return fig
