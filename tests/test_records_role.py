@@ -241,3 +241,23 @@ def test_chapter_14s_noisy_recall_claims_match_the_records():
     slow = runs("ch14_noisy_recall_lr1e3")
     assert len(slow) == 3 and "none above 11 % on any seed, three seeds" in flat
     assert max(v for r in slow for k, v in r["metrics"].items() if k.startswith("accuracy_")) < 0.11
+
+
+def test_chapter_14s_recall_claims_match_the_records():
+    flat = " ".join((ROOT / "chapters" / "14_recall.md").read_text().split())
+    assert len(runs("ch14_mqar")) == len(runs("ch14_mqar_long")) == 3
+    assert "Softmax and differential attention keep every key and value, and recall at $D = 64$ and $128$ on every seed" in flat
+    assert all(v >= 0.99 for m in ("softmax", "diff") for d in (64, 128) for v in metric("ch14_mqar", f"accuracy_{m}_d{d}"))
+    assert "With heads 32 and 64 wide it recalls almost every pair" in flat
+    assert all(v >= 0.95 for d in (64, 128) for v in metric("ch14_mqar", f"accuracy_linear_d{d}"))
+    assert all(v < 0.1 for v in metric("ch14_mqar", "accuracy_linear_d32"))  # "about the 1/16 of a guess"
+    assert "linear attention stays below softmax on every seed" in flat
+    assert all(lin < soft for lin, soft in zip(metric("ch14_mqar_long", "accuracy_linear_d32"),
+                                               metric("ch14_mqar_long", "accuracy_softmax_d32")))
+    assert len(runs("ch14_mqar_pairs32")) == 3
+    assert all(v > 0.9998 for v in metric("ch14_mqar_pairs32", "accuracy_softmax_d32"))  # "fewer than 1 in 5,000"
+    pairs, long = metric("ch14_mqar_pairs32", "accuracy_linear_d32"), metric("ch14_mqar_long", "accuracy_linear_d32")
+    assert max(pairs) < min(long)  # "loses more as the pairs outnumber its dimensions"
+    assert "6 to 18 % of the lookups at width 32" in flat
+    misses = [1 - v for v in pairs + long]
+    assert 0.055 <= min(misses) and max(misses) < 0.185
