@@ -114,9 +114,10 @@ def git_commit() -> str | None:
         out = subprocess.run(
             ["git", "rev-parse", "--short", "HEAD"], cwd=root, capture_output=True, text=True, timeout=10
         )
-        # "-dirty" when the code that runs differs from the commit; edited prose does not count
+        # "-dirty" when the code that runs differs from the commit, a new module not yet committed
+        # included; edited prose does not count
         dirty = subprocess.run(
-            ["git", "status", "--porcelain", "--untracked-files=no", "--", *CODE_PATHS], cwd=root,
+            ["git", "status", "--porcelain", "--untracked-files=normal", "--", *CODE_PATHS], cwd=root,
             capture_output=True, text=True, timeout=10,
         )
     except (OSError, subprocess.SubprocessError):

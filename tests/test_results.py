@@ -143,3 +143,24 @@ def test_a_metric_that_is_not_a_number_is_refused_by_name():
     runs = [{"seed": 0, "metrics": {"loss": 1.0, "step": 3.0}}, {"seed": 1, "metrics": {"loss": 2.0, "step": float("nan")}}]
     with pytest.raises(ValueError, match=r"metric 'step' is not a finite number in seed\(s\) \[1\]"):
         summarise(runs)
+
+
+def test_a_new_module_not_yet_committed_makes_the_commit_dirty(tmp_path, monkeypatch):
+    import subprocess
+
+    from attn_tutorial import results
+
+    def git(*args):
+        subprocess.run(["git", *args], cwd=tmp_path, check=True, capture_output=True)
+
+    git("init", "-q")
+    (tmp_path / "attn_tutorial").mkdir()
+    (tmp_path / "attn_tutorial" / "old.py").write_text("x = 1\n")
+    git("add", "-A")
+    git("-c", "user.email=a@b", "-c", "user.name=a", "commit", "-qm", "one")
+    monkeypatch.setattr(results, "repo_root", lambda: tmp_path)
+    assert not results.git_commit().endswith("-dirty")
+    (tmp_path / "notes.md").write_text("prose\n")  # not code: still clean
+    assert not results.git_commit().endswith("-dirty")
+    (tmp_path / "attn_tutorial" / "new.py").write_text("y = 2\n")  # a new module the run imports
+    assert results.git_commit().endswith("-dirty")
