@@ -16,6 +16,7 @@ from torch import nn
 from attn_tutorial import runs
 from attn_tutorial.decoder import CausalDiffAttention, CausalSelfAttention
 from attn_tutorial.lm_data import _check_count
+from attn_tutorial.mhsa import merge_heads
 from attn_tutorial.results import RunContext, experiment
 
 IGNORE = -100  # the target of a position that is not asked (cross_entropy's ignore_index)
@@ -86,12 +87,7 @@ class CausalLinearAttention(CausalSelfAttention):
         if need_weights or cache is not None:
             raise ValueError("linear attention forms no weights and keeps no cache here")
         q, k, v = self.project(x, positions)  # (B, H, T, d) each
-        return self.out_proj(merge(causal_linear_attention(q, k, v))), None, None
-
-
-def merge(context: torch.Tensor) -> torch.Tensor:
-    """``(B, H, T, d)`` -> ``(B, T, H d)``."""
-    return context.transpose(1, 2).flatten(2)
+        return self.out_proj(merge_heads(causal_linear_attention(q, k, v))), None, None
 
 
 MIXERS = ("softmax", "linear", "diff")
@@ -358,10 +354,11 @@ def train_induction(layers: int, steps: int, seed: int = 0, *, vocab_size: int =
 
 
 @torch.no_grad()
-def head_scores(model: RecallLM, ids: torch.Tensor, n: torch.Tensor) -> dict[str, torch.Tensor]:
+def head_scores(model: nn.Module, ids: torch.Tensor, n: torch.Tensor) -> dict[str, torch.Tensor]:
     """Per layer and head ``(L, H)``: ``previous_token`` (mean weight from t to t - 1, over t >= 1) and
-    ``induction`` (mean weight from t in the repeat, n <= t < 2n, to t - n + 1)."""
-    _, maps = model(ids, need_weights=True)
+    ``induction`` (mean weight from t in the repeat, n <= t < 2n, to t - n + 1). ``model``: a
+    :class:`RecallLM` or chapter 13's ``DecoderLM`` (its forward returns the maps last)."""
+    maps = model(ids, need_weights=True)[-1]  # per layer (B, H, T, T)
     weights = torch.stack(maps, dim=1)  # (B, L, H, T, T)
     batch, length = ids.shape
     t = torch.arange(length, device=ids.device)
@@ -374,10 +371,11 @@ def head_scores(model: RecallLM, ids: torch.Tensor, n: torch.Tensor) -> dict[str
 
 
 @contextlib.contextmanager
-def ablated(model: RecallLM, layer: int, head: int):
+def ablated(model: nn.Module, layer: int, head: int):
     """Within the block, head ``head`` of layer ``layer`` (both from 0) contributes nothing: its slice
-    of the output projection's input is zeroed."""
-    mixer = model.blocks[layer].mixer
+    of the output projection's input is zeroed. ``model``: a :class:`RecallLM` or a ``DecoderLM``."""
+    block = model.blocks[layer]
+    mixer = block.mixer if isinstance(block, RecallBlock) else block.self_attn
     if not 0 <= head < mixer.num_heads:
         raise ValueError(f"head must lie in [0, {mixer.num_heads}), got {head}")
     width = mixer.out_proj.in_features // mixer.num_heads
@@ -428,6 +426,53 @@ def run_induction(ctx: RunContext) -> dict:
     metrics |= {"phase_step_L2": float(below[0] if below else sizes["steps"]), "phase_reached_L2": float(bool(below))}
     return {"metrics": metrics, "extra": {**sizes, "vocab_size": 64, "length": 64, "dim": 64, "heads": 4,
                                           "batch": 32, "lr": 3e-3, "curves": curves}}
+
+
+LM_HEADS_SIZES = {"smoke": {"eval_size": 16}, "cpu": {"eval_size": 256}, "full": {"eval_size": 256}}
+
+
+@experiment("ch14_lm_heads", "chapter 13's base decoder language model (ch13_rope's checkpoint, or trained as "
+            "ch13_rope is) under chapter 14's instruments: head scores and losses on repeated random tokens of "
+            "its vocabulary, the best induction head switched off, chapter 14")
+def run_lm_heads(ctx: RunContext) -> dict:
+    """The best previous-token and induction heads of chapter 13's base model, the losses on the first
+    copy and the repeat of random tokens (not the planted-fact format, not reviews) and the repeat's
+    loss without the best induction head."""
+    from attn_tutorial import lm_models  # noqa: PLC0415  (chapter 13's sizes and recipe, imported when run)
+    from attn_tutorial.lm_data import EOT, PAD, needle_spec  # noqa: PLC0415
+    from attn_tutorial.paths import checkpoint_path  # noqa: PLC0415
+
+    sizes = lm_models.profile_sizes(ctx.profile.name)
+    corpus = lm_models.corpus_for(sizes)
+    torch.manual_seed(ctx.seed)
+    model = lm_models.build_lm("rope", corpus.vocab_size, sizes)
+    history = lm_models.fit_lm(model, corpus, steps=sizes["steps"], batch_size=min(sizes["batch"], ctx.profile.batch_size),
+                               lr=sizes["lr"], needles=needle_spec(corpus), seed=ctx.seed, device=ctx.device,
+                               checkpoint=checkpoint_path("ch13_rope", ctx.profile.name, ctx.seed),
+                               retrain=ctx.retrain, progress=ctx.progress, **lm_models.RECIPE)
+    model.eval()
+    special = {corpus.tokenizer.token_to_id(token) for token in (PAD, EOT)}
+    symbols = torch.tensor([i for i in range(corpus.vocab_size) if i not in special])  # (V - 2,) ordinary tokens
+    generator = torch.Generator().manual_seed(1_000_003 + ctx.seed)
+    ids, n = repeated_batch(runs.cap(LM_HEADS_SIZES[ctx.profile.name]["eval_size"], what="examples"),
+                            sizes["context"], len(symbols), generator)
+    ids, n = symbols[ids].to(ctx.device), n.to(ctx.device)  # (B, T) token ids, (B,) repeat lengths
+    with torch.no_grad():
+        first, repeat = halves_loss(model(ids)[0], ids, n)
+    scores = head_scores(model, ids, n)
+    heads = scores["induction"].shape[1]
+    layer, head = divmod(scores["induction"].argmax().item(), heads)
+    prev_layer, _ = divmod(scores["previous_token"].argmax().item(), heads)
+    with torch.no_grad(), ablated(model, layer, head):
+        repeat_ablated = halves_loss(model(ids)[0], ids, n)[1].item()
+    metrics = {"first_loss": first.item(), "repeat_loss": repeat.item(), "repeat_loss_ablated": repeat_ablated,
+               "induction": scores["induction"].max().item(), "induction_layer": float(layer + 1),
+               "previous_token": scores["previous_token"].max().item(), "previous_token_layer": float(prev_layer + 1),
+               "induction_heads_above_half": float((scores["induction"] > 0.5).sum().item())}
+    return {"metrics": metrics, "n_params": sum(p.numel() for p in model.parameters()),
+            "reused_checkpoint": history["reused_checkpoint"],
+            "extra": {"length": sizes["context"], "eval_size": ids.shape[0], "symbols": len(symbols),
+                      "scores": {k: v.round(decimals=3).tolist() for k, v in scores.items()}}}
 
 
 N_NOISE = 16  # noise symbols, after the keys and values
