@@ -182,19 +182,39 @@ def test_halves_loss_is_ln_v_for_uniform_predictions():
     assert first.item() == pytest.approx(math.log(10)) and repeat.item() == pytest.approx(math.log(10))
 
 
-def test_ablating_a_head_changes_the_output_and_is_undone():
-    torch.manual_seed(0)
-    model = RecallLM("softmax", 12, dim=16, heads=2, layers=2, mlp=False, conv=False).eval()
-    ids = torch.randint(12, (2, 8), generator=generator())
+def check_ablation(model, ids: torch.Tensor, layer: int, head: int) -> None:
+    """Switching ``head`` of ``layer`` off changes the logits; leaving the block restores them; a head
+    the layer does not have is refused."""
     with torch.no_grad():
         before = model(ids)[0]
-        with ablated(model, 1, 0):
+        with ablated(model, layer, head):
             during = model(ids)[0]
         after = model(ids)[0]
     assert not torch.allclose(before, during) and torch.equal(before, after)
-    with pytest.raises(ValueError, match="head must lie in"):
+    with pytest.raises(ValueError, match=r"head must lie in \[0, 2\)"):
         with ablated(model, 0, 2):
             pass
+
+
+def test_ablating_a_head_changes_the_output_and_is_undone():
+    torch.manual_seed(0)
+    model = RecallLM("softmax", 12, dim=16, heads=2, layers=2, mlp=False, conv=False).eval()
+    check_ablation(model, torch.randint(12, (2, 8), generator=generator()), 1, 0)
+
+
+def test_scores_and_ablation_work_on_chapter_13s_decoder():
+    """ch14_lm_heads applies the same instruments to chapter 13's DecoderLM (its forward returns
+    logits, cache and maps): one score per layer and head, and switching a head off changes only
+    that head's layer output, and is undone."""
+    from attn_tutorial.decoder import DecoderLM
+
+    torch.manual_seed(0)
+    model = DecoderLM(20, 16, 2, 3, 32, 16).eval()
+    ids, n = repeated_batch(3, 16, 20, generator())
+    scores = head_scores(model, ids, n)
+    assert scores["previous_token"].shape == scores["induction"].shape == (3, 2)
+    assert ((scores["induction"] >= 0) & (scores["induction"] <= 1)).all()
+    check_ablation(model, ids, 2, 1)
 
 
 def test_bad_input_to_the_model_is_a_clear_error():
