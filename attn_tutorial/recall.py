@@ -436,8 +436,8 @@ LM_HEADS_SIZES = {"smoke": {"eval_size": 16}, "cpu": {"eval_size": 256}, "full":
             "its vocabulary, the best induction head switched off, chapter 14")
 def run_lm_heads(ctx: RunContext) -> dict:
     """The best previous-token and induction heads of chapter 13's base model, the losses on the first
-    copy and the repeat of random tokens (not the planted-fact format, not reviews) and the repeat's
-    loss without the best induction head."""
+    copy and the repeat of random tokens (not the planted-fact format, not reviews), and both losses
+    without the best induction head: an induction head's removal costs the repeat, not the first copy."""
     from attn_tutorial import lm_models  # noqa: PLC0415  (chapter 13's sizes and recipe, imported when run)
     from attn_tutorial.lm_data import EOT, PAD, needle_spec  # noqa: PLC0415
     from attn_tutorial.paths import checkpoint_path  # noqa: PLC0415
@@ -464,8 +464,9 @@ def run_lm_heads(ctx: RunContext) -> dict:
     layer, head = divmod(scores["induction"].argmax().item(), heads)
     prev_layer, _ = divmod(scores["previous_token"].argmax().item(), heads)
     with torch.no_grad(), ablated(model, layer, head):
-        repeat_ablated = halves_loss(model(ids)[0], ids, n)[1].item()
-    metrics = {"first_loss": first.item(), "repeat_loss": repeat.item(), "repeat_loss_ablated": repeat_ablated,
+        first_ablated, repeat_ablated = (loss.item() for loss in halves_loss(model(ids)[0], ids, n))
+    metrics = {"first_loss": first.item(), "repeat_loss": repeat.item(), "first_loss_ablated": first_ablated,
+               "repeat_loss_ablated": repeat_ablated,
                "induction": scores["induction"].max().item(), "induction_layer": float(layer + 1),
                "previous_token": scores["previous_token"].max().item(), "previous_token_layer": float(prev_layer + 1),
                "induction_heads_above_half": float((scores["induction"] > 0.5).sum().item())}

@@ -187,3 +187,26 @@ def test_the_pdf_link_leads_to_the_pdf_or_says_it_is_not_built():
             assert links == 1 and missing == [], (links, missing)
         finally:
             browser.close()
+
+
+def test_one_search_box_on_a_wide_screen_and_on_a_phone():
+    """The reader sees one search field or button, not two (the sidebar's field is hidden: the navbar's
+    stays in view), at the top of the landing page of both editions and of a chapter."""
+    from playwright.sync_api import sync_playwright
+
+    root = site("ATTN_SITE")
+    visible = """() => [...document.querySelectorAll('.search-button-field, .search-button')].filter(e => {
+        const r = e.getBoundingClientRect(), s = getComputedStyle(e);
+        return r.width > 0 && r.height > 0 && s.visibility !== 'hidden' && r.bottom > 0 && r.top < innerHeight;
+    }).length"""
+    with browser_check.serve(root) as base, sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=browser_check.find_chromium(), args=browser_check.CHROMIUM_ARGS)
+        try:
+            for width in (1280, 390):
+                tab = browser.new_page(viewport={"width": width, "height": 900})
+                for page in ("book/intro.html", "zh/book/intro.html", "chapters/04_differential_attention.html"):
+                    tab.goto(f"{base}/{page}", wait_until="networkidle")
+                    assert tab.evaluate(visible) == 1, f"{page} at {width} px: {tab.evaluate(visible)} search boxes"
+                tab.close()
+        finally:
+            browser.close()
