@@ -50,8 +50,10 @@ SLOW_META = "mystnb:\n  execution_timeout: 3\n"  # this notebook only: the other
 # cell warms the loop up (a cold first step took over 3 s once in CI), so the epoch itself takes
 # milliseconds; its stall (60 s) still runs past the limit. The limit holds for every cell, the setup
 # cell's imports included: 8 s was too short twice on a machine running other jobs (torch's import
-# alone took over 7 s there); 20 s is waited through twice per test run, asleep.
-TRAINING_META = "mystnb:\n  execution_timeout: 20\n"
+# alone took over 7 s there); 20 s was too short once more, when the test command shared the machine
+# with other work (no heartbeat reached the first build). 30 s is waited through twice per test run,
+# asleep: the stall is 60 s, so it is still cut off.
+TRAINING_META = "mystnb:\n  execution_timeout: 30\n"
 
 
 def write_tiny_book(root: Path, notebooks: list[str]) -> Path:
@@ -112,7 +114,7 @@ fit(Stalling(10), batches[:1], batches[3:], epochs=1, device=torch.device("cpu")
 
 
 def training_notebook(root: Path, stall_in_epoch: int) -> str:
-    """A training run with a checkpoint: 3 steps per epoch, stalled (cut off by the 20 s cell limit)
+    """A training run with a checkpoint: 3 steps per epoch, stalled (cut off by the 30 s cell limit)
     from ``stall_in_epoch``; a later build with no stall must resume after the last finished epoch."""
     run = (f"history = fit(Stalling({stall_in_epoch}), batches[:3], batches[3:], epochs=3, lr=0.1, "
            f"device=torch.device('cpu'), checkpoint={str(root / 'ckpt' / 'run.pt')!r}, progress=False)\n"
