@@ -428,16 +428,58 @@ def run_induction(ctx: RunContext) -> dict:
                                           "batch": 32, "lr": 3e-3, "curves": curves}}
 
 
-LM_HEADS_SIZES = {"smoke": {"eval_size": 16}, "cpu": {"eval_size": 256}, "full": {"eval_size": 256}}
+LM_HEADS_SIZES = {"smoke": {"eval_size": 16, "needles": 20}, "cpu": {"eval_size": 256, "needles": 500},
+                  "full": {"eval_size": 256, "needles": 500}}
+ANSWER_KINDS = ("right", "in_context", "other_value", "not_value")
+
+
+@torch.no_grad()
+def needle_answers(model: nn.Module, corpus, spec, n_examples: int, n_needles: int = 3, seed: int = 4321) -> dict:
+    """Where chapter 13's needle answers come from. For ``n_examples`` needle questions (test reviews as
+    haystacks, the asked fact at a uniformly drawn depth), the share whose first answer token (the
+    model's most likely token after the question) begins the right value (``right``), the value of
+    another fact in the same context (``in_context``), one of the other values (``other_value``), or
+    no value at all (``not_value``); ``distinct_first_tokens``: how many different first tokens the
+    values have (where two values share one, the first class that matches counts)."""
+    import random  # noqa: PLC0415
+
+    from attn_tutorial.lm_data import needle_example  # noqa: PLC0415
+
+    _check_count("n_examples", n_examples)
+    device = next(model.parameters()).device
+    length, rng = model.context, random.Random(seed)
+    firsts = {value[0] for value in spec.values}
+    counts = dict.fromkeys(ANSWER_KINDS, 0)
+    model.eval()
+    for _ in range(n_examples):
+        start, depth = rng.randrange(0, len(corpus.test) - length), rng.random()
+        state = rng.getstate()  # needle_example draws the keys, then the values, first: replay them
+        ids, n_answer = needle_example(corpus.test[start:start + length], length, spec, depth, n_needles, rng)
+        replay = random.Random()
+        replay.setstate(state)
+        keys = replay.sample(range(len(spec.keys)), n_needles)
+        values = [replay.randrange(len(spec.values)) for _ in keys]  # values[0] is the asked one
+        if ids[-n_answer:].tolist() != spec.values[values[0]] or (
+                ids[-n_answer - len(spec.query(keys[0])):-n_answer].tolist() != spec.query(keys[0])):
+            raise RuntimeError("needle_example no longer draws its keys and values first: the replay is wrong")
+        logits = model(ids[None, :length - n_answer].to(device))[0]  # (1, T', V): the prefix up to the question
+        guess = logits[0, -1].argmax().item()  # the first answer token greedy decoding would write
+        right, others = spec.values[values[0]][0], {spec.values[v][0] for v in values[1:]}
+        kind = ("right" if guess == right else "in_context" if guess in others
+                else "other_value" if guess in firsts else "not_value")
+        counts[kind] += 1
+    return {kind: counts[kind] / n_examples for kind in ANSWER_KINDS} | {"distinct_first_tokens": len(firsts)}
+
 
 
 @experiment("ch14_lm_heads", "chapter 13's base decoder language model (ch13_rope's checkpoint, or trained as "
             "ch13_rope is) under chapter 14's instruments: head scores and losses on repeated random tokens of "
-            "its vocabulary, the best induction head switched off, chapter 14")
+            "its vocabulary, the best induction head switched off, and where its needle answers come from, chapter 14")
 def run_lm_heads(ctx: RunContext) -> dict:
     """The best previous-token and induction heads of chapter 13's base model, the losses on the first
     copy and the repeat of random tokens (not the planted-fact format, not reviews), and both losses
-    without the best induction head: an induction head's removal costs the repeat, not the first copy."""
+    without the best induction head: an induction head's removal costs the repeat, not the first copy.
+    Also where its needle answers come from (:func:`needle_answers`)."""
     from attn_tutorial import lm_models  # noqa: PLC0415  (chapter 13's sizes and recipe, imported when run)
     from attn_tutorial.lm_data import EOT, PAD, needle_spec  # noqa: PLC0415
     from attn_tutorial.paths import checkpoint_path  # noqa: PLC0415
@@ -465,14 +507,19 @@ def run_lm_heads(ctx: RunContext) -> dict:
     prev_layer, _ = divmod(scores["previous_token"].argmax().item(), heads)
     with torch.no_grad(), ablated(model, layer, head):
         first_ablated, repeat_ablated = (loss.item() for loss in halves_loss(model(ids)[0], ids, n))
-    metrics = {"first_loss": first.item(), "repeat_loss": repeat.item(), "first_loss_ablated": first_ablated,
-               "repeat_loss_ablated": repeat_ablated,
-               "induction": scores["induction"].max().item(), "induction_layer": float(layer + 1),
-               "previous_token": scores["previous_token"].max().item(), "previous_token_layer": float(prev_layer + 1),
-               "induction_heads_above_half": float((scores["induction"] > 0.5).sum().item())}
+    answers = needle_answers(model, corpus, needle_spec(corpus),
+                             runs.cap(LM_HEADS_SIZES[ctx.profile.name]["needles"], what="examples"))
+    metrics = {f"needle_{kind}": answers[kind] for kind in ANSWER_KINDS}
+    metrics |= {"first_loss": first.item(), "repeat_loss": repeat.item(), "first_loss_ablated": first_ablated,
+                "repeat_loss_ablated": repeat_ablated,
+                "induction": scores["induction"].max().item(), "induction_layer": float(layer + 1),
+                "previous_token": scores["previous_token"].max().item(), "previous_token_layer": float(prev_layer + 1),
+                "induction_heads_above_half": float((scores["induction"] > 0.5).sum().item())}
     return {"metrics": metrics, "n_params": sum(p.numel() for p in model.parameters()),
             "reused_checkpoint": history["reused_checkpoint"],
             "extra": {"length": sizes["context"], "eval_size": ids.shape[0], "symbols": len(symbols),
+                      "needle_values": len(needle_spec(corpus).values),
+                      "distinct_first_tokens": answers["distinct_first_tokens"],
                       "scores": {k: v.round(decimals=3).tolist() for k, v in scores.items()}}}
 
 

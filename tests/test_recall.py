@@ -217,6 +217,42 @@ def test_scores_and_ablation_work_on_chapter_13s_decoder():
     check_ablation(model, ids, 2, 1)
 
 
+class ConstantGuess(torch.nn.Module):
+    """A stand-in language model of context 24 over 40 tokens whose next-token guess is always ``token``."""
+
+    def __init__(self, token: int):
+        super().__init__()
+        self.context, self.token, self.weight = 24, token, torch.nn.Parameter(torch.zeros(()))
+
+    def forward(self, ids):
+        logits = torch.zeros(*ids.shape, 40)
+        logits[..., self.token] = 1.0
+        return logits, None, None
+
+
+def test_needle_answers_sort_the_first_answer_token():
+    """Chapter 13's needle test, its answers sorted: the right value, another planted value, another
+    value, no value. Three values of one token each (10, 11, 12), three facts per question."""
+    from types import SimpleNamespace
+
+    from attn_tutorial.lm_data import NeedleSpec
+    from attn_tutorial.recall import needle_answers
+
+    spec = NeedleSpec(prefix=[1, 2], middle=[3], end=[4], keys=[[5], [6], [7]], values=[[10], [11], [12]])
+    corpus = SimpleNamespace(test=torch.arange(13, 40).repeat(20))  # a haystack without needle tokens
+    never = needle_answers(ConstantGuess(30), corpus, spec, 60)
+    assert never["not_value"] == 1.0 and never["distinct_first_tokens"] == 3
+    shares = needle_answers(ConstantGuess(10), corpus, spec, 600)
+    assert sum(shares[k] for k in ("right", "in_context", "other_value", "not_value")) == pytest.approx(1.0)
+    assert shares["not_value"] == 0.0
+    # value 10 asked: 1/3; asked another but planted: 2/3 * (1 - (2/3)^2) = 10/27; else 8/27
+    assert shares["right"] == pytest.approx(1 / 3, abs=0.07)
+    assert shares["in_context"] == pytest.approx(10 / 27, abs=0.07)
+    assert shares["other_value"] == pytest.approx(8 / 27, abs=0.07)
+    with pytest.raises(ValueError, match="n_examples"):
+        needle_answers(ConstantGuess(10), corpus, spec, 0)
+
+
 def test_bad_input_to_the_model_is_a_clear_error():
     model = RecallLM("softmax", 12, dim=16, heads=2)
     with pytest.raises(ValueError, match=r"token ids must lie in \[0, 12\)"):
