@@ -436,20 +436,20 @@ ANSWER_KINDS = ("right", "in_context", "other_value", "not_value")
 @torch.no_grad()
 def needle_answers(model: nn.Module, corpus, spec, n_examples: int, n_needles: int = 3, seed: int = 4321) -> dict:
     """Where chapter 13's needle answers come from. For ``n_examples`` needle questions (test reviews as
-    haystacks, the asked fact at a uniformly drawn depth), the share whose first answer token (the
-    model's most likely token after the question) begins the right value (``right``), the value of
-    another fact in the same context (``in_context``), one of the other values (``other_value``), or
-    no value at all (``not_value``); ``distinct_first_tokens``: how many different first tokens the
-    values have (where two values share one, the first class that matches counts)."""
+    haystacks, the asked fact at a uniformly drawn depth), greedy decoding writes as many tokens as the
+    longest value has; the shares of answers that begin with the right value (``right``), with the value
+    of another fact in the same context (``in_context``), with one of the other values
+    (``other_value``), or with no value (``not_value``); and ``same_answer``, the share of the most
+    frequent answer (1: the model writes the same words whatever it is asked)."""
+    import collections  # noqa: PLC0415
     import random  # noqa: PLC0415
 
     from attn_tutorial.lm_data import needle_example  # noqa: PLC0415
 
     _check_count("n_examples", n_examples)
     device = next(model.parameters()).device
-    length, rng = model.context, random.Random(seed)
-    firsts = {value[0] for value in spec.values}
-    counts = dict.fromkeys(ANSWER_KINDS, 0)
+    length, rng, longest = model.context, random.Random(seed), max(map(len, spec.values))
+    counts, answers = dict.fromkeys(ANSWER_KINDS, 0), collections.Counter()
     model.eval()
     for _ in range(n_examples):
         start, depth = rng.randrange(0, len(corpus.test) - length), rng.random()
@@ -462,15 +462,20 @@ def needle_answers(model: nn.Module, corpus, spec, n_examples: int, n_needles: i
         if ids[-n_answer:].tolist() != spec.values[values[0]] or (
                 ids[-n_answer - len(spec.query(keys[0])):-n_answer].tolist() != spec.query(keys[0])):
             raise RuntimeError("needle_example no longer draws its keys and values first: the replay is wrong")
-        logits = model(ids[None, :length - n_answer].to(device))[0]  # (1, T', V): the prefix up to the question
-        guess = logits[0, -1].argmax().item()  # the first answer token greedy decoding would write
-        right, others = spec.values[values[0]][0], {spec.values[v][0] for v in values[1:]}
-        kind = ("right" if guess == right else "in_context" if guess in others
-                else "other_value" if guess in firsts else "not_value")
+        written = ids[None, :length - n_answer].to(device)  # (1, T'): the text up to the question
+        for _ in range(longest):  # greedy decoding, one token at a time
+            written = torch.cat([written, model(written)[0][:, -1:].argmax(-1)], dim=1)
+        answer = written[0, length - n_answer:].tolist()
+        answers[tuple(answer)] += 1
+
+        def begins(value: int) -> bool:
+            return answer[:len(spec.values[value])] == spec.values[value]
+
+        kind = ("right" if begins(values[0]) else "in_context" if any(begins(v) for v in values[1:])
+                else "other_value" if any(begins(v) for v in range(len(spec.values))) else "not_value")
         counts[kind] += 1
-    return {kind: counts[kind] / n_examples for kind in ANSWER_KINDS} | {"distinct_first_tokens": len(firsts)}
-
-
+    return ({kind: counts[kind] / n_examples for kind in ANSWER_KINDS}
+            | {"same_answer": answers.most_common(1)[0][1] / n_examples})
 
 @experiment("ch14_lm_heads", "chapter 13's base decoder language model (ch13_rope's checkpoint, or trained as "
             "ch13_rope is) under chapter 14's instruments: head scores and losses on repeated random tokens of "
@@ -509,7 +514,7 @@ def run_lm_heads(ctx: RunContext) -> dict:
         first_ablated, repeat_ablated = (loss.item() for loss in halves_loss(model(ids)[0], ids, n))
     answers = needle_answers(model, corpus, needle_spec(corpus),
                              runs.cap(LM_HEADS_SIZES[ctx.profile.name]["needles"], what="examples"))
-    metrics = {f"needle_{kind}": answers[kind] for kind in ANSWER_KINDS}
+    metrics = {f"needle_{kind}": answers[kind] for kind in (*ANSWER_KINDS, "same_answer")}
     metrics |= {"first_loss": first.item(), "repeat_loss": repeat.item(), "first_loss_ablated": first_ablated,
                 "repeat_loss_ablated": repeat_ablated,
                 "induction": scores["induction"].max().item(), "induction_layer": float(layer + 1),
@@ -519,7 +524,6 @@ def run_lm_heads(ctx: RunContext) -> dict:
             "reused_checkpoint": history["reused_checkpoint"],
             "extra": {"length": sizes["context"], "eval_size": ids.shape[0], "symbols": len(symbols),
                       "needle_values": len(needle_spec(corpus).values),
-                      "distinct_first_tokens": answers["distinct_first_tokens"],
                       "scores": {k: v.round(decimals=3).tolist() for k, v in scores.items()}}}
 
 

@@ -231,7 +231,7 @@ class ConstantGuess(torch.nn.Module):
 
 
 def test_needle_answers_sort_the_first_answer_token():
-    """Chapter 13's needle test, its answers sorted: the right value, another planted value, another
+    """Chapter 13's needle test, its greedy answers sorted: the right value, another planted value, another
     value, no value. Three values of one token each (10, 11, 12), three facts per question."""
     from types import SimpleNamespace
 
@@ -241,7 +241,7 @@ def test_needle_answers_sort_the_first_answer_token():
     spec = NeedleSpec(prefix=[1, 2], middle=[3], end=[4], keys=[[5], [6], [7]], values=[[10], [11], [12]])
     corpus = SimpleNamespace(test=torch.arange(13, 40).repeat(20))  # a haystack without needle tokens
     never = needle_answers(ConstantGuess(30), corpus, spec, 60)
-    assert never["not_value"] == 1.0 and never["distinct_first_tokens"] == 3
+    assert never["not_value"] == 1.0 and never["same_answer"] == 1.0
     shares = needle_answers(ConstantGuess(10), corpus, spec, 600)
     assert sum(shares[k] for k in ("right", "in_context", "other_value", "not_value")) == pytest.approx(1.0)
     assert shares["not_value"] == 0.0
