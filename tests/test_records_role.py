@@ -321,3 +321,17 @@ def test_chapter_11s_copy_task_and_parameter_claims_match_the_records():
     assert all(run["metrics"]["accuracy_whole_16"] < 0.1 for run in runs("ch11_copy_none"))
     assert "The two models without attention have the same parameters" in flat
     assert [r["n_params"] for r in runs("ch11_none_init")] == [r["n_params"] for r in runs("ch11_none")]
+
+
+def test_chapter_14s_needle_answers_match_the_records():
+    """The base decoder always writes a value, mostly the same one, and another fact's value about as
+    often as a fixed guess would (the guess is not the asked value, 19 in 20, and one of the other
+    two facts has it, 1 - (19/20)^2)."""
+    flat = " ".join((ROOT / "chapters" / "14_recall.md").read_text().split())
+    assert "always writes one of the 20 values, on two seeds of three the same one for 99 % of the questions or more" in flat
+    assert all(v == 0 for v in metric("ch14_lm_heads", "needle_not_value"))
+    assert runs("ch14_lm_heads")[0]["extra"]["needle_values"] == 20
+    assert sum(v >= 0.99 for v in metric("ch14_lm_heads", "needle_same_answer")) == 2
+    fixed_guess = 19 / 20 * (1 - (19 / 20) ** 2)
+    assert "what a fixed guess gets (about 9 %)" in flat and round(100 * fixed_guess) == 9
+    assert abs(statistics.fmean(metric("ch14_lm_heads", "needle_in_context")) - fixed_guess) < 0.02
