@@ -210,3 +210,27 @@ def test_one_search_box_on_a_wide_screen_and_on_a_phone():
                 tab.close()
         finally:
             browser.close()
+
+
+def test_no_page_is_wider_than_a_phone():
+    """At 390 px the page itself does not scroll sideways (code, tables and equations scroll inside
+    their own boxes): the landing page, a chapter and a notebook of both editions. The Chinese
+    notebook header once pushed a button 16 px past the edge."""
+    from playwright.sync_api import sync_playwright
+
+    root = site("ATTN_SITE")
+    pages = [f"{edition}{page}" for edition in ("", "zh/") for page in
+             ("book/intro.html", "chapters/04_differential_attention.html", "notebooks/01_text_bilstm.html")]
+    with browser_check.serve(root) as base, sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=browser_check.find_chromium(), args=browser_check.CHROMIUM_ARGS)
+        try:
+            tab = browser.new_page(viewport={"width": 390, "height": 844})
+            wider = {}
+            for page in pages:
+                tab.goto(f"{base}/{page}", wait_until="networkidle")
+                width = tab.evaluate("() => document.documentElement.scrollWidth")
+                if width > 390:
+                    wider[page] = width
+            assert not wider, f"pages wider than a 390 px phone (px): {wider}"
+        finally:
+            browser.close()
