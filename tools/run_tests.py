@@ -1,8 +1,8 @@
 """The course's test command (`make test`, called by .ci/run). Hand-written infrastructure.
 
 Steps, each timed:
-  1. system packages: headless Chromium, bubblewrap and a font with Chinese characters (installed from
-     Debian's packages where missing)
+  1. system packages: bubblewrap and a font with Chinese characters, then headless Chromium beside the
+     next steps until the builds need it (installed from Debian's packages where missing)
   2. data: the local copies the offline tests need, checked against their SHA-256; when missing, fetched
      and built while the network is still allowed (online), else a stop with the way to provide them
   3. the export check, then the unit tests (pytest -n 2: one worker per core; sockets blocked except
@@ -79,9 +79,36 @@ def apt_install(package: str, why: str, fallback: str) -> None:
     sudo = [] if os.geteuid() == 0 else ["sudo", "-n"]
     print(f"Installing Debian's {package} {why} ...", flush=True)
     env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
-    for cmd in (sudo + [apt, "update", "-qq"], sudo + [apt, "install", "-y", "-qq", package]):
+    updates = [] if _APT_UPDATED else [sudo + [apt, "update", "-qq"]]  # the package lists: once per run
+    for cmd in (*updates, sudo + [apt, "install", "-y", "-qq", package]):
         if subprocess.call(cmd, env=env, stdout=subprocess.DEVNULL) != 0:
             raise SystemExit(f"`{' '.join(cmd)}` failed: {fallback}")
+        _APT_UPDATED.append(True)
+
+
+_APT_UPDATED: list[bool] = []
+
+
+class InBackground(threading.Thread):
+    """A function run beside the next steps; :meth:`result` waits for it and re-raises its error."""
+
+    def __init__(self, function):
+        super().__init__(daemon=True)
+        self.function, self.value, self.error, self.seconds = function, None, None, 0.0
+
+    def run(self) -> None:
+        start = time.perf_counter()
+        try:
+            self.value = self.function()
+        except BaseException as error:  # noqa: BLE001 (SystemExit too: re-raised by result())
+            self.error = error
+        self.seconds = time.perf_counter() - start
+
+    def result(self):
+        self.join()
+        if self.error is not None:
+            raise self.error
+        return self.value
 
 
 def ensure_chromium() -> str:
@@ -266,10 +293,14 @@ def main(argv: list[str] | None = None) -> int:
     if (seconds := setup_seconds()) is not None:
         steps.append(("setup: virtual environment (make)", seconds, True))
     start = time.perf_counter()
-    chromium = ensure_chromium() if not (args.quick or args.bench) else None
     ensure_bubblewrap()
     ensure_cjk_font()
-    steps.append(("system packages (chromium, bubblewrap, a Chinese font)", time.perf_counter() - start, True))
+    steps.append(("system packages (bubblewrap, a Chinese font)", time.perf_counter() - start, True))
+    # Chromium (the biggest package) is needed only by the PDF and the browser check: installed, where
+    # missing, beside the unit tests and nbval, after the two packages above (apt takes one at a time)
+    chromium_install = None if (args.quick or args.bench) else InBackground(ensure_chromium)
+    if chromium_install is not None:
+        chromium_install.start()
 
     # the data, while the network may still be used: the tests and notebooks run without it
     print("\n=== data ===", flush=True)
@@ -280,6 +311,8 @@ def main(argv: list[str] | None = None) -> int:
         data_dir, lines = prepare_test_data()
     except DataNotFoundError as error:
         print(f"error: {error}", file=sys.stderr)
+        if chromium_install is not None:
+            chromium_install.join()  # no apt-get left running behind this command
         return 2
     print("\n".join(lines), flush=True)
     steps.append(("data (local copies, checksums)", time.perf_counter() - start, True))
@@ -287,8 +320,6 @@ def main(argv: list[str] | None = None) -> int:
     env = env_offline()
     env["ATTN_DATA_DIR"] = str(data_dir)
     env["ATTN_BENCH_REPORT"] = str(bench_file)
-    if chromium:
-        env["CHROMIUM"] = chromium
     socket_guard = ["--allow-unix-socket", "--allow-hosts=127.0.0.1,::1,localhost"]
     # one worker per core; worksteal: a worker that runs out of tests takes some of the other one's
     workers = ["-n", os.environ.get("ATTN_TEST_WORKERS", "2"), "--dist", "worksteal"]
@@ -343,6 +374,10 @@ def main(argv: list[str] | None = None) -> int:
         + ["-n", os.environ.get("ATTN_TEST_WORKERS", "2"), "--dist", "loadfile", "-p", "nbval_cache",
            "--nbval-cache", str(shared_cache), "--nbval-sources", str(ROOT / "notebooks")], nb_env, nb_xml)
 
+    if chromium_install is not None:
+        env["CHROMIUM"] = chromium_install.result()
+        steps.append(("system package chromium (found or installed beside the steps above)",
+                      chromium_install.seconds, True))
     # the strict builds (each renders from the cache nbval filled): the English edition beside the student
     # edition; then the English PDF, printed from the English build's environment (nothing read again),
     # beside the Chinese edition and then the browser check of all three; then the PDF's checks
