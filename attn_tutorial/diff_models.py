@@ -120,18 +120,39 @@ class RetrievalModel(nn.Module):
         return logits, row
 
 
+# How DIFF's lambda may learn (chapter 14's diagnosis of the long-T result): as every other weight
+# ("free"), not at all ("fixed": it stays at lambda_init), 100 times slower ("slow"), or never below 0
+# ("positive": clamped, so a negative lambda cannot turn the difference of the maps into a sum)
+LAMBDA_MODES = ("free", "fixed", "slow", "positive")
+
+
+def _lambda_at_least_zero(attention: nn.Module) -> torch.Tensor:
+    return type(attention).lam(attention).clamp(min=0.0)
+
+
 def train_retrieval(attention: str, n_pairs: int, steps: int, seed: int = 0, batch: int = 64,
                     n_keys: int = 512, n_values: int = 16, noise: float = 0.5, lr: float = 3e-3,
-                    device=None) -> RetrievalModel:
+                    device=None, lambda_mode: str = "free") -> RetrievalModel:
     """Train one model with Adam on ``steps`` fresh batches of ``n_pairs`` pairs; returns it in
-    eval mode. The seed fixes the initial weights and the stream of batches."""
+    eval mode. The seed fixes the initial weights and the stream of batches. ``lambda_mode`` (DIFF
+    only): one of :data:`LAMBDA_MODES`; with "free" the run is the one chapter 4 records."""
     if steps < 1:
         raise ValueError(f"steps must be >= 1, got {steps}")
+    if lambda_mode not in LAMBDA_MODES:
+        raise ValueError(f"lambda_mode must be one of {LAMBDA_MODES}, got {lambda_mode!r}")
+    if lambda_mode != "free" and attention != "diff":
+        raise ValueError(f"lambda_mode={lambda_mode!r} needs attention='diff' (only DIFF has a lambda)")
     device = torch.device(device or "cpu")
     torch.manual_seed(seed)
     generator = torch.Generator().manual_seed(seed)
     model = RetrievalModel(attention, n_keys, n_values, noise=noise).to(device)
-    optimizer = torch.optim.Adam(model.parameters(), lr=lr)
+    lam = ([getattr(model.attention, f"lambda_{name}") for name in ("q1", "k1", "q2", "k2")]
+           if attention == "diff" else [])
+    rest = [p for p in model.parameters() if all(p is not q for q in lam)]
+    lam_lr = {"free": lr, "fixed": 0.0, "slow": lr / 100, "positive": lr}[lambda_mode]
+    optimizer = torch.optim.Adam([{"params": rest}, {"params": lam, "lr": lam_lr}] if lam else rest, lr=lr)
+    if lambda_mode == "positive":  # this model's lambda only: an instance attribute shadows the method
+        model.attention.lam = lambda: _lambda_at_least_zero(model.attention)
     for _ in runs.loop(range(steps), "train", planned=steps):  # two steps in a dry run
         keys, values, position, target = (t.to(device) for t in retrieval_batch(
             batch, n_pairs, n_keys, n_values, generator))
@@ -186,6 +207,29 @@ def run_retrieval(ctx: RunContext) -> dict:
                               "rows": scores["rows"][:3].round(decimals=4).tolist()}
     return {"metrics": metrics, "extra": {**sizes, "batch": 64, "n_keys": 512, "n_values": 16,
                                           "noise": 0.5, "lr": 3e-3, "maps": maps}}
+
+
+# Chapter 14's diagnosis: the longest length of RETRIEVAL_SIZES again, DIFF only, lambda held back
+LAMBDA_SIZES = {"smoke": {"lengths": (16,), "steps": 60, "eval_size": 256},
+                "cpu": {"lengths": (256,), "steps": 800, "eval_size": 1024},
+                "full": {"lengths": (512,), "steps": 4000, "eval_size": 4096}}
+
+
+@experiment("ch04_lambda", "retrieval among noisy distractors at the longest length: DIFF (2 heads) with "
+            "lambda fixed at lambda_init, learning 100x slower, or clamped at 0 from below (ch04_retrieval "
+            "has it free), chapter 14")
+def run_lambda(ctx: RunContext) -> dict:
+    sizes = LAMBDA_SIZES[ctx.profile.name]
+    metrics = {}
+    for n_pairs in sizes["lengths"]:
+        for mode in LAMBDA_MODES[1:]:
+            model = train_retrieval("diff", n_pairs, sizes["steps"], ctx.seed, device=ctx.device, lambda_mode=mode)
+            scores = evaluate_retrieval(model, n_pairs, ctx.seed, runs.cap(sizes["eval_size"], what="examples"))
+            metrics[f"accuracy_{mode}_T{n_pairs}"] = scores["accuracy"]
+            metrics[f"target_mass_{mode}_T{n_pairs}"] = scores["mass_on_target"]
+            metrics[f"lambda_{mode}_T{n_pairs}"] = model.attention.lam().item()
+    return {"metrics": metrics, "extra": {**sizes, "batch": 64, "n_keys": 512, "n_values": 16,
+                                          "noise": 0.5, "lr": 3e-3}}
 
 
 class BiLSTMAttentionClassifier(nn.Module):

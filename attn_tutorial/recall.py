@@ -91,6 +91,39 @@ class CausalLinearAttention(CausalSelfAttention):
 
 
 MIXERS = ("softmax", "linear", "diff")
+BASELINE_MIXERS = ("window", "lstm")  # chapter 10's sliding window, chapter 1's LSTM (one direction)
+WINDOW = 16  # tokens a sliding-window head sees, itself included
+
+
+class SlidingWindowAttention(CausalSelfAttention):
+    """Causal softmax attention (rotary) over the last ``window`` tokens only (chapter 10's sliding
+    window): query t sees keys t - window + 1 .. t. Same call as :class:`CausalSelfAttention`."""
+
+    def __init__(self, embed_dim: int, num_heads: int, window: int = WINDOW):
+        super().__init__(embed_dim, num_heads, positions="rope")
+        _check_count("window", window)
+        self.window = window
+
+    def forward(self, x, allowed, positions, cache=None, key_positions=None, need_weights=False):
+        if cache is not None:
+            raise ValueError("the sliding window keeps no cache here")
+        steps = torch.arange(x.shape[1], device=x.device)
+        near = steps[:, None] - steps[None, :] < self.window  # (T, T): at most window - 1 back
+        return super().forward(x, allowed & near, positions, need_weights=need_weights)
+
+
+class CausalLSTM(nn.Module):
+    """Chapter 1's LSTM, forward only, as a token mixer: ``(B, T, D)`` -> ``(B, T, D)`` with the
+    attention mixers' call; it forms no attention weights."""
+
+    def __init__(self, dim: int):
+        super().__init__()
+        self.lstm = nn.LSTM(dim, dim, batch_first=True)
+
+    def forward(self, x, allowed, positions, cache=None, key_positions=None, need_weights=False):
+        if need_weights or cache is not None:
+            raise ValueError("an LSTM forms no attention weights and keeps no cache here")
+        return self.lstm(x)[0], None, None
 
 
 class ShortConv(nn.Module):
@@ -108,12 +141,13 @@ class ShortConv(nn.Module):
 class RecallBlock(nn.Module):
     """Pre-norm block: ``h = norm(x)``, ``h + conv(h)``, then ``x + mixer(...)`` and ``x + mlp(norm(x))``
     (the convolution and the MLP optional).
-    ``mixer``: ``"softmax"`` (``heads`` heads, rotary), ``"diff"`` (``heads // 2`` DIFF heads) or ``"linear"``."""
+    ``mixer``: ``"softmax"`` (``heads`` heads, rotary), ``"diff"`` (``heads // 2`` DIFF heads), ``"linear"``,
+    ``"window"`` (``heads`` heads over the last :data:`WINDOW` tokens) or ``"lstm"``."""
 
     def __init__(self, mixer: str, dim: int, heads: int, layer: int, mlp: bool = True, conv: bool = True):
         super().__init__()
-        if mixer not in MIXERS:
-            raise ValueError(f"mixer must be one of {MIXERS}, got {mixer!r}")
+        if mixer not in MIXERS + BASELINE_MIXERS:
+            raise ValueError(f"mixer must be one of {MIXERS + BASELINE_MIXERS}, got {mixer!r}")
         self.norm = nn.LayerNorm(dim)
         self.conv = ShortConv(dim) if conv else None
         if mixer == "softmax":
@@ -122,6 +156,10 @@ class RecallBlock(nn.Module):
             if heads < 2:
                 raise ValueError(f"differential attention pairs two heads into one: heads must be >= 2, got {heads}")
             self.mixer = CausalDiffAttention(dim, heads // 2, layer=layer, positions="rope")
+        elif mixer == "window":
+            self.mixer = SlidingWindowAttention(dim, heads)
+        elif mixer == "lstm":
+            self.mixer = CausalLSTM(dim)
         else:
             self.mixer = CausalLinearAttention(dim, heads)
         self.mlp = nn.Sequential(nn.LayerNorm(dim), nn.Linear(dim, 4 * dim), nn.GELU(), nn.Linear(4 * dim, dim)) if mlp else None
@@ -172,12 +210,15 @@ class RecallLM(nn.Module):
 
 def state_numbers(mixer: str, dim: int, heads: int, length: int, layers: int) -> int:
     """Numbers a model carries from the past to the next token: softmax (and DIFF) attention's cache
-    holds a key and a value per position (``2 D T`` per layer); linear attention a ``d x d`` state
-    and a ``d`` normaliser per head (``H (d^2 + d)``), whatever the length."""
+    holds a key and a value per position (``2 D T`` per layer), a sliding window for its last
+    :data:`WINDOW` positions only; linear attention a ``d x d`` state and a ``d`` normaliser per head
+    (``H (d^2 + d)``) and an LSTM its state and cell (``2 D``), whatever the length."""
     if mixer == "linear":
         head_dim = dim // heads
         return layers * heads * (head_dim * head_dim + head_dim)
-    return layers * 2 * dim * length
+    if mixer == "lstm":
+        return layers * 2 * dim
+    return layers * 2 * dim * (min(WINDOW, length) if mixer == "window" else length)
 
 
 def train_recall(mixer: str, dim: int, n_pairs: int, length: int, steps: int, seed: int = 0, *,
@@ -263,6 +304,13 @@ MQAR_PAIRS_SIZES = {
             "several widths, accuracy and state size, chapter 14")
 def run_mqar(ctx: RunContext) -> dict:
     return mqar_sweep(ctx, MQAR_SIZES[ctx.profile.name])
+
+
+@experiment("ch14_mqar_baselines", "multi-query associative recall as ch14_mqar, for chapter 10's sliding "
+            "window (16 tokens) and chapter 1's LSTM (one direction), chapter 14")
+def run_mqar_baselines(ctx: RunContext) -> dict:
+    result = mqar_sweep(ctx, {**MQAR_SIZES[ctx.profile.name], "mixers": BASELINE_MIXERS})
+    return {**result, "extra": {**result["extra"], "window": WINDOW}}
 
 
 @experiment("ch14_mqar_long", "multi-query associative recall at the narrowest width, softmax and linear "

@@ -276,3 +276,27 @@ def test_classifier_step_timing_rejects_degenerate_sizes():
 
     with pytest.raises(ValueError, match="length >= 4"):
         time_classifier_steps(2, 3, 8, 8)
+
+
+def test_lambda_modes_hold_diffs_lambda_as_named():
+    """Chapter 14's diagnosis of chapter 4's retrieval: lambda fixed, slowed, or kept at or above 0;
+    "free" is chapter 4's own run, weight for weight."""
+    from attn_tutorial.diff_models import train_retrieval
+
+    small = dict(n_keys=32, n_values=4, noise=0.1, lr=1e-2)
+    default = train_retrieval("diff", 4, steps=5, seed=3, **small)
+    free = train_retrieval("diff", 4, steps=5, seed=3, lambda_mode="free", **small)
+    assert all(torch.equal(a, b) for a, b in zip(default.state_dict().values(), free.state_dict().values()))
+    start = train_retrieval("diff", 4, steps=1, seed=3, lambda_mode="fixed", **small).attention.lam().item()
+    fixed = train_retrieval("diff", 4, steps=30, seed=3, lambda_mode="fixed", **small)
+    assert fixed.attention.lam().item() == pytest.approx(start)  # lr 0 for lambda's four vectors
+    assert default.attention.lam().item() != pytest.approx(start)
+    positive = train_retrieval("diff", 4, steps=2, seed=3, lambda_mode="positive", **small)
+    with torch.no_grad():  # push the learned lambda far below 0: the model still uses 0
+        positive.attention.lambda_q2.fill_(1.0)
+        positive.attention.lambda_k2.fill_(1.0)
+    assert type(positive.attention).lam(positive.attention) < -1 and positive.attention.lam().item() == 0.0
+    with pytest.raises(ValueError, match=r"lambda_mode must be one of \('free', 'fixed', 'slow', 'positive'\)"):
+        train_retrieval("diff", 4, steps=1, lambda_mode="frozen")
+    with pytest.raises(ValueError, match="needs attention='diff'"):
+        train_retrieval("mhsa", 4, steps=1, lambda_mode="fixed")

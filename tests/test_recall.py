@@ -99,7 +99,7 @@ def test_linear_attention_first_position_reads_its_own_value():
     assert torch.allclose(causal_linear_attention(q, k, v)[:, :, 0], v[:, :, 0], atol=1e-5)
 
 
-@pytest.mark.parametrize("mixer", MIXERS)
+@pytest.mark.parametrize("mixer", MIXERS + recall.BASELINE_MIXERS)
 def test_every_mixer_is_causal(mixer):
     torch.manual_seed(0)
     model = RecallLM(mixer, vocab_size=20, dim=16, heads=2, layers=2).eval()
@@ -114,7 +114,7 @@ def test_every_mixer_is_causal(mixer):
 
 
 def test_every_mixer_gets_gradients_everywhere():
-    for mixer in MIXERS:
+    for mixer in MIXERS + recall.BASELINE_MIXERS:
         model = RecallLM(mixer, vocab_size=12, dim=16, heads=2)
         ids, targets = mqar_batch(3, 2, 8, 5, 6, generator())
         loss = torch.nn.functional.cross_entropy(model(ids)[0].flatten(0, 1), targets.flatten(), ignore_index=IGNORE)
@@ -127,6 +127,29 @@ def test_state_numbers_count_the_cache_and_the_state():
     assert state_numbers("softmax", 64, 2, 100, 2) == 2 * 2 * 64 * 100
     assert state_numbers("linear", 64, 2, 100, 2) == 2 * 2 * (32 * 32 + 32)
     assert state_numbers("linear", 64, 2, 10, 2) == state_numbers("linear", 64, 2, 10_000, 2)  # fixed size
+    assert state_numbers("window", 64, 2, 100, 2) == 2 * 2 * 64 * recall.WINDOW  # the last WINDOW positions
+    assert state_numbers("window", 64, 2, 8, 2) == 2 * 2 * 64 * 8
+    assert state_numbers("lstm", 64, 2, 100, 2) == 2 * 2 * 64  # state and cell
+
+
+def test_the_sliding_window_sees_the_last_window_tokens_only():
+    torch.manual_seed(0)
+    window = recall.SlidingWindowAttention(16, 2, window=4).eval()
+    x, length = torch.randn(2, 12, 16), 12
+    allowed = torch.ones(length, length, dtype=torch.bool).tril()[None, None]
+    positions = torch.arange(length).expand(2, length)
+    with torch.no_grad():
+        out, _, weights = window(x, allowed, positions, need_weights=True)
+        changed = x.clone()
+        changed[:, :4] += 1.0  # positions 0..3: outside the window of queries 7 and later
+        out2 = window(changed, allowed, positions)[0]
+    assert weights.shape == (2, 2, 12, 12)
+    rows, cols = torch.meshgrid(torch.arange(12), torch.arange(12), indexing="ij")
+    assert (weights[..., (rows - cols >= 4) | (cols > rows)] == 0).all()  # nothing 4 or more back, no future
+    assert torch.allclose(weights.sum(-1), torch.ones(2, 2, 12))
+    assert torch.allclose(out[:, 7:], out2[:, 7:], atol=1e-6) and not torch.allclose(out[:, 4:7], out2[:, 4:7])
+    with pytest.raises(ValueError, match="window must be"):
+        recall.SlidingWindowAttention(16, 2, window=0)
 
 
 class KnownHeads(torch.nn.Module):
@@ -267,6 +290,10 @@ def test_bad_input_to_the_model_is_a_clear_error():
         RecallLM("diff", 12, dim=16, heads=1)
     with pytest.raises(ValueError, match="no weights"):
         RecallLM("linear", 12, dim=16, heads=2)(torch.tensor([[1, 2]]), need_weights=True)
+    with pytest.raises(ValueError, match="an LSTM forms no attention weights"):
+        RecallLM("lstm", 12, dim=16, heads=2)(torch.tensor([[1, 2]]), need_weights=True)
+    with pytest.raises(ValueError, match=r"mixer must be one of \('softmax', 'linear', 'diff', 'window', 'lstm'\)"):
+        RecallLM("gru", 12)
 
 
 def test_softmax_attention_learns_recall_above_chance():
@@ -279,5 +306,5 @@ def test_softmax_attention_learns_recall_above_chance():
 def test_the_experiments_are_registered():
     from attn_tutorial import results
 
-    assert {"ch14_mqar", "ch14_induction"} <= set(results.EXPERIMENTS)
+    assert {"ch14_mqar", "ch14_mqar_baselines", "ch14_induction", "ch04_lambda"} <= set(results.EXPERIMENTS)
     assert recall.MQAR_SIZES.keys() == recall.INDUCTION_SIZES.keys() == {"smoke", "cpu", "full"}
