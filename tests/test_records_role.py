@@ -223,16 +223,10 @@ def test_chapter_13s_needle_and_differential_decoder_as_chapter_14_reads_them():
     for name in ("ch13_rope", "ch13_alibi", "ch13_gqa", "ch13_mqa", "ch13_diff", "ch13_moh", "ch13_wide"):
         by_depth = [statistics.fmean(metric(name, depth)) for depth in sorted(depths, key=lambda k: int(k[7:]))]
         assert all(0.025 <= v <= 0.10 for v in by_depth) and by_depth[-1] > by_depth[1], name
-    above = [run["seed"] for run in runs("ch13_moh") if all(run["metrics"][k] > chance for k in depths)]
-    assert "and so is one routed seed;" in flat and len(above) == 1
     sinusoidal = metric("ch13_sinusoidal", "needle_mean")
-    assert "Only sinusoidal positions are clearly above chance (over 10 %) on every seed" in flat
-    assert min(sinusoidal) > 0.10
-    others = ("ch13_rope", "ch13_alibi", "ch13_gqa", "ch13_mqa", "ch13_diff", "ch13_moh", "ch13_wide")
-    near = [(name, seed) for name in others for seed, value in enumerate(metric(name, "needle_mean"))
-            if value >= chance + 0.02]
-    assert near == [("ch13_moh", above[0])]  # the routed seed above
-    assert metric("ch13_moh", "needle_mean")[above[0]] > 0.10  # "clearly above chance (over 10 %)"
+    assert min(sinusoidal) > 0.10  # the figure's highest lines
+    assert all(statistics.fmean(metric(name, "needle_mean")) < statistics.fmean(sinusoidal)
+               for name in ("ch13_rope", "ch13_alibi", "ch13_gqa", "ch13_mqa", "ch13_diff", "ch13_moh", "ch13_wide"))
 
 
 def test_chapter_14s_induction_claims_match_the_records():
@@ -253,7 +247,8 @@ def test_chapter_14s_induction_claims_match_the_records():
 def test_chapter_14s_noisy_recall_claims_match_the_records():
     flat = " ".join((ROOT / "chapters" / "14_recall.md").read_text().split())
     noisy = runs("ch14_noisy_recall")
-    assert len(noisy) == 5 and "five seeds at $3 \\times 10^{-3}$, three at $10^{-3}$" in flat
+    assert len(noisy) == 5 and "five seeds at learning rate $3 \\times 10^{-3}$" in flat
+    assert len(runs("ch14_noisy_recall_lr1e3")) == 3 and "At learning rate $10^{-3}$ (three seeds)" in flat
     assert "every DIFF model passed 90 % of held-out queries by step 250 to 350" in flat
     assert all(r["metrics"]["reached_90_diff_p0"] == 1.0 and 250 <= r["metrics"]["steps_to_90_diff_p0"] <= 350 for r in noisy)
     assert "softmax passed it on three seeds of five with two heads and two with one head" in flat
@@ -266,7 +261,7 @@ def test_chapter_14s_noisy_recall_claims_match_the_records():
     assert len(learned) == 3 and 0.725 <= min(learned) and max(learned) < 0.905
     diff_mass = [r["metrics"]["answer_mass_diff_p0"] for r in noisy]
     assert 0.685 <= min(diff_mass) and max(diff_mass) < 0.755
-    assert "Its $\\lambda$ stayed between 0.4 and 0.84 on every run at this rate" in flat
+    assert "with $\\lambda$ between 0.4 and 0.84 on every run" in flat
     assert "The others ended at 2 to 16 %" in flat and "except one one-head seed at 82 %" in flat
     others = [r["metrics"][f"accuracy_{m}_p0"] for r in noisy for m in ("softmax1", "softmax2")
               if not r["metrics"][f"reached_90_{m}_p0"]]
@@ -274,7 +269,7 @@ def test_chapter_14s_noisy_recall_claims_match_the_records():
     lambdas = [v for r in noisy for k, v in r["metrics"].items() if k.startswith("lambda_")]
     assert 0.4 <= min(lambdas) and max(lambdas) <= 0.84
     slow = runs("ch14_noisy_recall_lr1e3")
-    assert len(slow) == 3 and "none above 11 % on any seed, three seeds" in flat
+    assert len(slow) == 3 and "no model passed 11 % within 500 steps" in flat
     assert max(v for r in slow for k, v in r["metrics"].items() if k.startswith("accuracy_")) < 0.11
 
 
@@ -286,7 +281,7 @@ def test_chapter_14s_recall_claims_match_the_records():
     assert "With heads 32 and 64 wide it recalls almost every pair" in flat
     assert all(v >= 0.95 for d in (64, 128) for v in metric("ch14_mqar", f"accuracy_linear_d{d}"))
     assert all(v < 0.1 for v in metric("ch14_mqar", "accuracy_linear_d32"))  # "about the 1/16 of a guess"
-    assert "linear attention stays below softmax on every seed" in flat
+    assert "below softmax on every seed: crosstalk" in flat
     assert all(lin < soft for lin, soft in zip(metric("ch14_mqar_long", "accuracy_linear_d32"),
                                                metric("ch14_mqar_long", "accuracy_softmax_d32")))
     assert len(runs("ch14_mqar_pairs32")) == 3
@@ -295,6 +290,47 @@ def test_chapter_14s_recall_claims_match_the_records():
     assert max(pairs) < min(long)  # "loses more as the pairs outnumber its dimensions"
     misses = [1 - v for v in pairs + long]
     assert 0.055 <= min(misses) and max(misses) < 0.185
+
+
+def test_chapter_14s_fixed_memory_baselines_match_the_records():
+    """"A memory of fixed size fails, whatever its form": the sliding window and the LSTM, three seeds."""
+    flat = " ".join((ROOT / "chapters" / "14_recall.md").read_text().split())
+    assert "A memory of fixed size fails here, whatever its form." in flat and len(runs("ch14_mqar_baselines")) == 3
+    assert runs("ch14_mqar_baselines")[0]["extra"]["window"] == 16 and "of the last 16 tokens only" in flat
+    # "one layer can answer about one query in eight": queries within 16 tokens of their pair's value
+    import torch
+
+    from attn_tutorial import recall as recall_module
+
+    ids, targets = recall_module.mqar_batch(512, 16, 64, 64, 64, torch.Generator().manual_seed(0))
+    near = [q - 2 * int((ids[b, :32:2] == ids[b, q]).nonzero()) - 1 < 16
+            for b in range(512) for q in (targets[b] != recall_module.IGNORE).nonzero().flatten().tolist()]
+    assert "about one query in eight" in flat and 0.10 < sum(near) / len(near) < 0.15
+    chance = 1 / 64
+    assert all(v < 0.1 for d in (32, 64, 128) for v in metric("ch14_mqar_baselines", f"accuracy_window_d{d}"))
+    assert "stays near chance at every width within 500 steps" in flat
+    assert all(v < 2 * chance for d in (32, 64, 128) for v in metric("ch14_mqar_baselines", f"accuracy_lstm_d{d}"))
+    assert all(v >= 0.99 for d in (64, 128) for v in metric("ch14_mqar", f"accuracy_softmax_d{d}"))  # same task, same budget
+
+
+def test_chapter_14s_diagnosis_of_chapter_4s_lambda_matches_the_records():
+    """Held back, lambda does worse than free on every seed; free, it ended negative on every seed."""
+    flat = " ".join((ROOT / "chapters" / "14_recall.md").read_text().split())
+    assert "The more subtraction this layer must keep, the less it learns" in flat
+    assert "its $\\lambda$ negative on every seed" in flat
+    free = metric("ch04_retrieval", "accuracy_diff_T256")
+    assert all(v < 0 for v in metric("ch04_retrieval", "lambda_diff_T256"))
+    assert [r["seed"] for r in runs("ch04_lambda")] == [r["seed"] for r in runs("ch04_retrieval")] == [0, 1, 2]
+    fixed, slow, positive = (metric("ch04_lambda", f"accuracy_{mode}_T256") for mode in ("fixed", "slow", "positive"))
+    assert all(h < f for held in (fixed, slow) for h, f in zip(held, free))  # subtraction kept: below free, every seed
+    mean = statistics.fmean
+    assert max(mean(fixed), mean(slow)) < mean(positive) < mean(free)  # the more subtraction, the less learned
+    assert "clamped at 0 from below, where it ended on every seed" in flat
+    assert all(v == 0.0 for v in metric("ch04_lambda", "lambda_positive_T256"))
+    start = metric("ch04_lambda", "lambda_fixed_T256")
+    assert "fixed where it starts (0.04 to 0.21)" in flat and [round(min(start), 2), round(max(start), 2)] == [0.04, 0.21]
+    ch4 = " ".join((ROOT / "chapters" / "04_differential_attention.md").read_text().split())
+    assert "held at or above 0, $\\lambda$ does worse still: chapter 14" in ch4
 
 
 def test_chapter_14s_claims_about_chapter_13s_decoder_heads_match_the_records():

@@ -91,6 +91,16 @@ def results_mqar_figure():
             seed_dots(ax, x, v, colour, width=0.06 * x, mean=True, size=14)
         state = [rec["summary"][f"state_{mixer}_d{d}"]["mean"] for d in widths]
         bx.plot(widths, state, color=colour, marker="o", markersize=4, label=label)
+    base = record("ch14_mqar_baselines")  # chapter 10's sliding window and chapter 1's LSTM, dashed
+    for shift, mixer, colour, label in ((0.86, "window", BLUE, f"sliding window ({base['runs'][0]['extra']['window']} tokens)"),
+                                        (1.14, "lstm", GREY, "LSTM (one direction)")):
+        values = [seeds("ch14_mqar_baselines", f"accuracy_{mixer}_d{d}") for d in widths]
+        xs = [d * shift for d in widths]
+        ax.plot(xs, [np.mean(v) for v in values], color=colour, linewidth=1.2, linestyle="--", label=label)
+        for x, v in zip(xs, values):
+            seed_dots(ax, x, v, colour, width=0.06 * x, mean=True, size=14)
+        state = [base["summary"][f"state_{mixer}_d{d}"]["mean"] for d in widths]
+        bx.plot(widths, state, color=colour, marker="o", markersize=4, linestyle="--", label=label)
     long = record("ch14_mqar_long")  # the narrowest width, three times the steps: hollow markers to its left
     x_long = widths[0] * 0.72
     for shift, mixer in zip((0.96, 1.04), long["runs"][0]["extra"]["mixers"]):
