@@ -300,6 +300,14 @@ MQAR_PAIRS_SIZES = {
 }
 
 
+# Twice as many pairs again, as many as there are keys: four pairs per dimension of a linear head
+MQAR_PAIRS64_SIZES = {
+    "smoke": {"widths": (32,), "n_pairs": 8, "length": 32, "steps": 20, "eval_size": 64, "mixers": ("softmax", "linear")},
+    "cpu": {"widths": (32,), "n_pairs": 64, "length": 192, "steps": 1500, "eval_size": 1024, "mixers": ("softmax", "linear")},
+    "full": {"widths": (32,), "n_pairs": 64, "length": 256, "steps": 12000, "eval_size": 4096, "mixers": ("softmax", "linear")},
+}
+
+
 @experiment("ch14_mqar", "multi-query associative recall: softmax, linear and differential attention at "
             "several widths, accuracy and state size, chapter 14")
 def run_mqar(ctx: RunContext) -> dict:
@@ -323,6 +331,12 @@ def run_mqar_long(ctx: RunContext) -> dict:
             "width, softmax and linear attention, with learning curves, chapter 14")
 def run_mqar_pairs(ctx: RunContext) -> dict:
     return mqar_sweep(ctx, MQAR_PAIRS_SIZES[ctx.profile.name], log_every=100)
+
+
+@experiment("ch14_mqar_pairs64", "multi-query associative recall with 64 pairs (every key) in 192 tokens at the "
+            "narrowest width, softmax and linear attention, with learning curves, chapter 14")
+def run_mqar_pairs64(ctx: RunContext) -> dict:
+    return mqar_sweep(ctx, MQAR_PAIRS64_SIZES[ctx.profile.name], log_every=100)
 
 
 def mqar_sweep(ctx: RunContext, sizes: dict, log_every: int = 0) -> dict:
