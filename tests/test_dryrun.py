@@ -41,11 +41,10 @@ COVERED_BY = {**{f"ch09_{model}_features_short": (f"{chapter}_{model}_relational
               # which its unit tests run (cached and uncached, every variant)
               **{f"ch13_{variant}": ("ch13_rope",) for variant in ("sinusoidal", "alibi", "gqa", "mqa", "diff", "moh", "wide")},
               "ch14_noisy_recall_lr1e3": ("ch14_noisy_recall",),  # another learning rate only
-              "ch14_mqar_pairs64": ("ch14_mqar_pairs32",),  # other sizes only
               # chapter 13's base model trained by ch13_rope's code; its head scores and ablation on that
               # decoder are unit-tested (tests/test_recall.py)
               "ch14_lm_heads": ("ch13_rope",),
-              **{name: ("ch14_mqar",) for name in ("ch14_mqar_long", "ch14_mqar_pairs32")}}  # the same sweep, other sizes
+              **{name: ("ch14_mqar",) for name in ("ch14_mqar_long", "ch14_mqar_pairs32", "ch14_mqar_pairs64")}}  # the same sweep, other sizes
 BATCH = 2
 LENGTH = 128  # the smoke profile's context: every position-dependent path (needles, 4x evaluation) still runs
 FP16_FAMILIES = ("ch00_bow", "ch01_bilstm", "ch02_selfattentive", "ch03_mhsa", "ch04_diff", "ch05_san_relational",
