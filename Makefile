@@ -93,7 +93,7 @@ gpu-run: setup
 test: setup
 	$(PY) tools/run_tests.py
 
-## quick: the contributor's inner loop (about a minute): export check, the unit tests but the slowest,
+## quick: the contributor's inner loop (about half a minute): export check, the unit tests but the slowest,
 ## and nbval on the notebooks changed since the last commit (else notebook 0). make test stays the gate.
 quick: setup
 	$(PY) tools/run_tests.py --quick
