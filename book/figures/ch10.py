@@ -380,6 +380,15 @@ def results_curves_figure():
             slope = f", slope {fitted_slope(*zip(*fit)):.2f}" if len(fit) >= 2 else ""
             ax.plot(xs, ys, marker="o", markersize=3.5, color=colour, linestyle="-" if exact else "--",
                     label=label + slope)
+            if key == "train_ms" and not exact:  # where it first beats SDPA for good: a ring and the length
+                sdpa = {r["length"]: r[key] for r in rows if r["kind"] == "sdpa" and r[key] > 0}
+                faster = [n for n, y in zip(xs, ys) if n in sdpa and y < sdpa[n]]
+                if faster and all(y < sdpa[n] for n, y in zip(xs, ys) if n in sdpa and n >= faster[0]):
+                    first = faster[0]
+                    y0 = ys[xs.index(first)]
+                    ax.scatter([first], [y0], s=60, facecolors="none", edgecolors=colour, linewidths=1.2, zorder=5)
+                    ax.annotate(f"{first:,}", (first, y0), xytext=(0, -11), textcoords="offset points",
+                                ha="center", fontsize=7, color=colour)
         ax.set_xscale("log", base=2), ax.set_yscale("log")
         ax.set_xticks(lengths, [f"{n:,}" if n < 1000 else f"{n // 1024}K" for n in lengths])
         ax.minorticks_off()
@@ -389,7 +398,7 @@ def results_curves_figure():
         ax.legend(fontsize=8, frameon=False, loc="upper center", bbox_to_anchor=(0.5, -0.17), ncol=2,
                   handlelength=2.2, columnspacing=1.0)
     shape = rows[0]
-    axes[0].set_title(f"time (slope fitted for $T \\geq$ {fit_from:,})", fontsize=10)
+    axes[0].set_title(f"time (slope fitted for $T \\geq$ {fit_from:,}; ring: faster than SDPA from here)", fontsize=10)
     axes[1].set_title(f"memory above the inputs (slope for $T \\geq$ {fit_from:,})", fontsize=10)
     fig.suptitle(f"one attention layer, batch {shape['batch']}, $h$ = {shape['heads']} heads of "
                  f"$d_h$ = {shape['head_dim']}; solid: exact, dashed: restricted or approximate  "
