@@ -403,3 +403,15 @@ def test_chapters_5_and_9_quote_their_records_as_rounded():
             for name in ("ch09_ban_features_short", "ch08_ban_features")}
     assert "and kept BAN at every seed" in ch9 and good == {"ch09_ban_features_short": 3, "ch08_ban_features": 5}
     assert len(runs("ch09_ban_features_short")) == 3 and len(runs("ch08_ban_features")) == 5
+
+
+def test_chapter_14s_pair_counts_match_the_records():
+    """"less as pairs outnumber its dimensions": at width 32 and 1,500 steps, linear attention recalls less
+    at 32 pairs than at 16 and less again at 64 (every key), on every seed; softmax recalls them all."""
+    flat = " ".join((ROOT / "chapters" / "14_recall.md").read_text().split())
+    assert "all 64 keys in 192 tokens, four pairs per dimension of a linear head" in flat
+    assert runs("ch14_mqar_pairs64")[0]["extra"]["n_pairs"] == 64 and runs("ch14_mqar_pairs64")[0]["extra"]["length"] == 192
+    assert all(v >= 0.99 for v in metric("ch14_mqar_pairs64", "accuracy_softmax_d32"))
+    by_pairs = [metric(name, "accuracy_linear_d32") for name in ("ch14_mqar_long", "ch14_mqar_pairs32", "ch14_mqar_pairs64")]
+    assert all(a > b > c for a, b, c in zip(*by_pairs))
+    assert statistics.fmean(by_pairs[-1]) < 0.5
