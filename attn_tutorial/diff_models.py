@@ -121,7 +121,8 @@ class RetrievalModel(nn.Module):
 
 
 # How DIFF's lambda may learn (chapter 14's diagnosis of the long-T result): as every other weight
-# ("free"), not at all ("fixed": it stays at lambda_init), 100 times slower ("slow"), or never below 0
+# ("free"), not at all ("fixed": it stays where its four vectors start it, near lambda_init), 100 times
+# slower ("slow"), or never below 0
 # ("positive": clamped, so a negative lambda cannot turn the difference of the maps into a sum)
 LAMBDA_MODES = ("free", "fixed", "slow", "positive")
 
@@ -216,7 +217,7 @@ LAMBDA_SIZES = {"smoke": {"lengths": (16,), "steps": 60, "eval_size": 256},
 
 
 @experiment("ch04_lambda", "retrieval among noisy distractors at the longest length: DIFF (2 heads) with "
-            "lambda fixed at lambda_init, learning 100x slower, or clamped at 0 from below (ch04_retrieval "
+            "lambda fixed where it starts, learning 100x slower, or clamped at 0 from below (ch04_retrieval "
             "has it free), chapter 14")
 def run_lambda(ctx: RunContext) -> dict:
     sizes = LAMBDA_SIZES[ctx.profile.name]

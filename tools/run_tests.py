@@ -79,14 +79,14 @@ def apt_install(package: str, why: str, fallback: str) -> None:
     sudo = [] if os.geteuid() == 0 else ["sudo", "-n"]
     print(f"Installing Debian's {package} {why} ...", flush=True)
     env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
-    updates = [] if _APT_UPDATED else [sudo + [apt, "update", "-qq"]]  # the package lists: once per run
+    updates = [] if _APT["updated"] else [sudo + [apt, "update", "-qq"]]  # the package lists: once per run
     for cmd in (*updates, sudo + [apt, "install", "-y", "-qq", package]):
         if subprocess.call(cmd, env=env, stdout=subprocess.DEVNULL) != 0:
             raise SystemExit(f"`{' '.join(cmd)}` failed: {fallback}")
-        _APT_UPDATED.append(True)
+    _APT["updated"] = True
 
 
-_APT_UPDATED: list[bool] = []
+_APT = {"updated": False}  # apt-get update has run in this command (installs run one at a time)
 
 
 class InBackground(threading.Thread):
